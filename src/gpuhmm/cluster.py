@@ -1,0 +1,113 @@
+"""The Dask side: the only module that imports dask/distributed.
+
+A search runs its tasks on a Dask cluster: an existing scheduler (`--scheduler ADDRESS`, e.g.
+a `dask scheduler` with workers on many nodes) or, by default, a `LocalCluster` started here.
+pyhmmer releases the GIL, so the local CPU cluster is one in-process worker with one thread per
+core: tasks share the resident database shards and nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from .errors import GpuhmmError
+
+log = logging.getLogger("gpuhmm")
+
+#: How often a long search reports progress, at most.
+PROGRESS_SECONDS = 10.0
+
+
+class DaskExecutor:
+    """Runs tasks on Dask and yields their results as they complete, reporting progress.
+
+    The cluster starts in a background thread at construction, so that importing Dask and
+    starting workers overlaps with reading the inputs.
+    """
+
+    def __init__(self, scheduler=None, workers=1):
+        self.scheduler = scheduler
+        self.workers = workers
+        self._client = None
+        self._cluster = None
+        self._error = None
+        self._starting = threading.Thread(target=self._start, name="gpuhmm-cluster-start", daemon=True)
+        self._starting.start()
+
+    def _start(self):
+        try:
+            import distributed
+
+            if self.scheduler:
+                self._client = distributed.Client(self.scheduler, timeout="30s")
+            else:
+                self._cluster = distributed.LocalCluster(
+                    n_workers=1,
+                    threads_per_worker=self.workers,
+                    processes=False,
+                    dashboard_address=None,
+                    silence_logs=logging.WARNING,
+                )
+                self._client = distributed.Client(self._cluster)
+        except BaseException as error:  # re-raised in the caller's thread by client()
+            self._error = error
+
+    def client(self):
+        self._starting.join()
+        if self._error is not None:
+            if self.scheduler:
+                raise GpuhmmError(f"--scheduler {self.scheduler}", f"cannot connect to the Dask scheduler ({self._error})")
+            raise self._error
+        return self._client
+
+    def describe(self):
+        client = self.client()
+        workers = client.scheduler_info().get("workers", {})
+        threads = sum(worker.get("nthreads", 0) for worker in workers.values())
+        where = self.scheduler or "LocalCluster"
+        return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
+
+    def run(self, function, items, cells):
+        """Yield function(item) for every item as it completes; `cells` weighs progress."""
+        import distributed
+
+        client = self.client()
+        total_cells = sum(cells) or 1
+        # Larger tasks were put first; a higher priority keeps Dask from reordering them.
+        futures = {
+            client.submit(function, item, pure=False, priority=len(items) - index): weight
+            for index, (item, weight) in enumerate(zip(items, cells))
+        }
+        started = last_report = time.perf_counter()
+        done_cells = 0
+        for done, future in enumerate(distributed.as_completed(futures), start=1):
+            result = future.result()
+            done_cells += futures[future]
+            now = time.perf_counter()
+            if done == len(futures) or now - last_report >= PROGRESS_SECONDS:
+                last_report = now
+                fraction = done_cells / total_cells
+                eta = (now - started) * (1 - fraction) / fraction if fraction else float("nan")
+                log.info(
+                    "search: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
+                    done, len(futures), 100 * fraction, done_cells / max(now - started, 1e-9) / 1e9,
+                    now - started, eta,
+                )
+            yield result
+
+    def close(self):
+        client = self.client() if self._error is None else None
+        if client is not None:
+            client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._starting.join()
+        self.close()
+        return False

@@ -1,0 +1,142 @@
+"""Profile HMMs: read them with HMMER's own parser, split them into shards balanced by length.
+
+A model-shard directory (`gpuhmm splitmodels`) is:
+
+    manifest.json      the source file, and for each shard its file and the positions of its
+                       models in the source file, so merged tables keep the input order
+    models-0000.h3m    HMMER3 binary models, in source order
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import heapq
+import json
+from pathlib import Path
+
+import pyhmmer.plan7
+
+from ._io import atomic_outputs
+from .errors import GpuhmmError
+
+FORMAT = "gpuhmm-models/1"
+MANIFEST = "manifest.json"
+
+
+def read_models(path):
+    """All models of an HMMER2/3 text or binary file (gzip allowed), in file order."""
+    path = Path(path)
+    if not path.exists():
+        raise GpuhmmError(path, "model file not found")
+    if path.is_dir():
+        raise GpuhmmError(path, "is a directory, not an HMM file")
+    try:
+        with pyhmmer.plan7.HMMFile(path) as handle:
+            models = list(handle)
+    except EOFError:
+        raise GpuhmmError(path, "model file is empty") from None
+    except ValueError as error:
+        problem = str(error).removeprefix("Invalid format in file: ")
+        if "format not recognized" in problem:
+            raise GpuhmmError(path, "not an HMMER model file (format not recognized)") from None
+        raise GpuhmmError(path, f"damaged or truncated model file ({problem})") from None
+    except OSError as error:
+        raise GpuhmmError(path, f"cannot read model file ({error.strerror or error})") from None
+    if not models:
+        raise GpuhmmError(path, "model file holds no models")
+    if any(model.alphabet != models[0].alphabet for model in models):
+        raise GpuhmmError(path, "models use more than one alphabet")
+    return models
+
+
+def check_cutoffs(models, bit_cutoffs, source):
+    """hmmsearch stops when --cut_ga/tc/nc asks for a cutoff a model lacks; so do we, first."""
+    if bit_cutoffs is None:
+        return
+    available = f"{bit_cutoffs}_available"
+    for model in models:
+        if not getattr(model.cutoffs, available)():
+            raise GpuhmmError(source, f"model {model.name!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)")
+
+
+def balance_by_length(lengths, shards):
+    """Split model positions into `shards` groups of near-equal total length M.
+
+    Longest model first onto the lightest shard (LPT); each group is returned in input
+    order. Ties go to the lower shard index, so the split is deterministic.
+    """
+    heap = [(0, index) for index in range(shards)]
+    groups = [[] for _ in range(shards)]
+    for position in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        load, index = heapq.heappop(heap)
+        groups[index].append(position)
+        heapq.heappush(heap, (load + lengths[position], index))
+    return [sorted(group) for group in groups]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShards:
+    """An opened model-shard directory."""
+
+    path: Path
+    models: int
+    shards: tuple  # ({"file", "positions", "nodes", "sha256"}, ...)
+
+    @classmethod
+    def open(cls, path):
+        path = Path(path)
+        manifest_path = path / MANIFEST if path.is_dir() else path
+        try:
+            manifest = json.loads(manifest_path.read_text())
+            if manifest.get("format") != FORMAT:
+                raise ValueError(f"format {manifest.get('format')!r} is not {FORMAT!r}")
+            return cls(manifest_path.parent, manifest["models"], tuple(manifest["shards"]))
+        except FileNotFoundError:
+            raise GpuhmmError(manifest_path, "model-shard manifest not found; build it with `gpuhmm splitmodels`") from None
+        except (ValueError, KeyError, TypeError) as error:
+            raise GpuhmmError(manifest_path, f"damaged model-shard manifest ({error})") from None
+
+    def positions(self, model_file):
+        """Input-file positions of the models in one shard file, found by name and checksum."""
+        model_file = Path(model_file)
+        for shard in self.shards:
+            if shard["file"] == model_file.name:
+                if _sha256(model_file) != shard["sha256"]:
+                    raise GpuhmmError(model_file, "model shard does not match its manifest checksum (stale or damaged)")
+                return shard["positions"]
+        raise GpuhmmError(model_file, f"not listed in {self.path / MANIFEST}")
+
+
+def split_models(model_file, outdir, shards):
+    """Write `shards` binary model files balanced by total M, and their manifest."""
+    if shards < 1:
+        raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
+    models = read_models(model_file)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / MANIFEST).unlink(missing_ok=True)
+    entries = []
+    for index, positions in enumerate(balance_by_length([model.M for model in models], shards)):
+        path = outdir / f"models-{index:04d}.h3m"
+        with atomic_outputs(path) as (temporary,):
+            with open(temporary, "wb") as handle:
+                for position in positions:
+                    models[position].write(handle, binary=True)
+        entries.append(
+            {
+                "file": path.name,
+                "positions": positions,
+                "nodes": sum(models[position].M for position in positions),
+                "sha256": _sha256(path),
+            }
+        )
+    manifest = {"format": FORMAT, "source": str(Path(model_file).resolve()), "models": len(models), "shards": entries}
+    with atomic_outputs(outdir / MANIFEST) as (temporary,):
+        temporary.write_text(json.dumps(manifest, indent=1))
+    return ModelShards.open(outdir)
+
+
+def _sha256(path):
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

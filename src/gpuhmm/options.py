@@ -1,0 +1,145 @@
+"""hmmsearch's reporting, inclusion and filter options, with HMMER 3.4's defaults and checks.
+
+The names are hmmsearch's own (without dashes), so the CLI, the workflow config and the
+Python API all speak HMMER's vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+from .errors import GpuhmmError
+
+#: `--cut_ga|tc|nc` → pyhmmer's `bit_cutoffs` names.
+CUTOFFS = {"ga": "gathering", "tc": "trusted", "nc": "noise"}
+
+#: hmmsearch refuses any of these together with a `--cut_*` option.
+THRESHOLD_OPTIONS = ("E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT")
+
+#: hmmsearch refuses the filter thresholds together with `--max`.
+FILTER_OPTIONS = ("F1", "F2", "F3")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """The options of one search, as `hmmsearch` takes them."""
+
+    E: float = 10.0
+    T: Optional[float] = None
+    domE: float = 10.0
+    domT: Optional[float] = None
+    incE: float = 0.01
+    incT: Optional[float] = None
+    incdomE: float = 0.01
+    incdomT: Optional[float] = None
+    cut: Optional[str] = None
+    Z: Optional[float] = None
+    domZ: Optional[float] = None
+    F1: float = 0.02
+    F2: float = 1e-3
+    F3: float = 1e-5
+    max: bool = False
+    nobias: bool = False
+    seed: int = 42
+
+    @classmethod
+    def from_mapping(cls, values, source="options"):
+        """Build checked options from a mapping (a workflow config block, parsed CLI flags).
+
+        Keys whose value is None take HMMER's default, so "not given" and "default" agree.
+        """
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise GpuhmmError(source, f"unknown hmmsearch option(s): {', '.join(unknown)}")
+        given = {key: value for key, value in values.items() if value is not None}
+        for key in ("max", "nobias"):
+            if key in given and not given[key]:
+                del given[key]
+        options = cls(**given)
+        options._check(source, given)
+        return options
+
+    def _check(self, source, given):
+        def fail(problem):
+            raise GpuhmmError(source, problem)
+
+        for name in ("E", "domE", "incE", "incdomE", "Z", "domZ", *FILTER_OPTIONS):
+            value = getattr(self, name)
+            if value is not None and not (_is_number(value) and value > 0):
+                fail(f"{_flag(name)} must be a number > 0, not {value!r}")
+        for name in ("T", "domT", "incT", "incdomT"):
+            value = getattr(self, name)
+            if value is not None and not _is_number(value):
+                fail(f"{_flag(name)} must be a number, not {value!r}")
+        if self.cut is not None:
+            if self.cut not in CUTOFFS:
+                fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
+            clashing = [name for name in THRESHOLD_OPTIONS if name in given]
+            if clashing:
+                fail(f"--cut_{self.cut} cannot be combined with {', '.join(map(_flag, clashing))}")
+        if self.max:
+            clashing = [name for name in (*FILTER_OPTIONS, "nobias") if name in given]
+            if clashing:
+                fail(f"--max cannot be combined with {', '.join(map(_flag, clashing))}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            fail(f"--seed must be an integer >= 0, not {self.seed!r}")
+
+    @property
+    def bit_cutoffs(self):
+        """pyhmmer's name of the model cutoffs in use, or None."""
+        return CUTOFFS[self.cut] if self.cut else None
+
+    def pipeline_arguments(self, Z):
+        """Keyword arguments for `pyhmmer.plan7.Pipeline`, E-values taken over `Z` targets.
+
+        `Z` is the size of the whole database (or `-Z`), never a shard's: each shard's
+        E-values must already be the final ones for `TopHits.merge` to keep them.
+        """
+        arguments = dict(
+            Z=self.Z if self.Z is not None else Z,
+            domZ=self.domZ,
+            E=self.E,
+            T=self.T,
+            domE=self.domE,
+            domT=self.domT,
+            incE=self.incE,
+            incT=self.incT,
+            incdomE=self.incdomE,
+            incdomT=self.incdomT,
+            bit_cutoffs=self.bit_cutoffs,
+            F1=self.F1,
+            F2=self.F2,
+            F3=self.F3,
+            bias_filter=not self.nobias,
+            seed=self.seed,
+        )
+        if self.max:
+            # HMMER's --max: every filter passes everything, and the bias filter is off.
+            arguments.update(F1=1.0, F2=1.0, F3=1.0, bias_filter=False)
+        return arguments
+
+    def command_line(self):
+        """The options that differ from HMMER's defaults, spelled as hmmsearch takes them."""
+        words = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value == field.default:
+                continue
+            if field.name == "cut":
+                words.append(f"--cut_{value}")
+            elif isinstance(value, bool):
+                words.append(_flag(field.name))
+            else:
+                words += [_flag(field.name), f"{value:g}" if isinstance(value, float) else str(value)]
+        return words
+
+
+def _flag(name):
+    return f"-{name}" if len(name) == 1 else f"--{name}"
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

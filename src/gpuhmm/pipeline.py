@@ -1,0 +1,119 @@
+"""The search engine: (model group × database shard) tasks, each finished by pyhmmer's pipeline.
+
+Every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward → domains) on one
+database shard with E-values taken over the *whole* database (Z), so that a later
+`TopHits.merge` of the shards is exactly hmmsearch's result. The executor that runs the tasks
+is passed in (see `cluster`), which keeps this module free of Dask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import pyhmmer.plan7
+
+from .errors import GpuhmmError
+from .models import balance_by_length
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchTask:
+    """One unit of work: some models (by position) against one database shard."""
+
+    positions: tuple
+    shard: int
+    cells: int  # Σ M × shard residues: the dynamic-programming cells the filters cover
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    task: SearchTask
+    hits: tuple  # TopHits, one per position in task.positions
+    seconds: float
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """Per model (in the order given), the TopHits of every database shard, plus timings."""
+
+    hits_by_model: list
+    task_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    cells: int = 0
+    tasks: int = 0
+
+
+def resolve_backend(requested):
+    """The backend a run uses: only the CPU path (pyhmmer) exists in this version."""
+    if requested == "gpu":
+        raise GpuhmmError("--backend gpu", "this gpuhmm has no GPU backend yet; use --backend cpu or auto")
+    return "cpu"
+
+
+def plan_tasks(models, database, model_groups):
+    """Tasks covering every (model, non-empty shard) pair once, largest first."""
+    groups = [group for group in balance_by_length([model.M for model in models], model_groups) if group]
+    tasks = []
+    for group in groups:
+        nodes = sum(models[position].M for position in group)
+        for shard, info in enumerate(database.shards):
+            if info.sequences:
+                tasks.append(SearchTask(tuple(group), shard, nodes * info.residues))
+    tasks.sort(key=lambda task: -task.cells)
+    return tasks
+
+
+def search(models, database, options, executor, model_groups):
+    """Search `models` against every shard of `database` on `executor`.
+
+    `executor.run(function, items)` must yield each function(item) result as it completes.
+    """
+    started = time.perf_counter()
+    tasks = plan_tasks(models, database, model_groups)
+    arguments = options.pipeline_arguments(Z=database.sequences)
+    per_model = [[None] * len(database.shards) for _ in models]
+    result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
+    work = [(task, [models[position] for position in task.positions], database, arguments) for task in tasks]
+    for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks]):
+        for position, hits in zip(outcome.task.positions, outcome.hits):
+            per_model[position][outcome.task.shard] = hits
+        result.task_seconds += outcome.seconds
+        result.cells += outcome.task.cells
+    result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def run_task(work):
+    """Runs on a worker: one model group against one resident database shard, on the CPU."""
+    task, models, database, arguments = work
+    started = time.perf_counter()
+    block = _resident_block(database, task.shard)
+    pipeline = pyhmmer.plan7.Pipeline(database.alphabet, **arguments)
+    hits = []
+    for model in models:
+        hits.append(pipeline.search_hmm(model, block))
+        pipeline.clear()
+    return TaskResult(task, tuple(hits), time.perf_counter() - started)
+
+
+_resident = {}
+_resident_lock = threading.Lock()
+
+
+def _resident_block(database, shard):
+    """A shard stays in the worker's memory for every model group that needs it.
+
+    Keyed by checksum as well as path, so a rebuilt database is never served stale.
+    """
+    key = (str(database.path), shard, database.shards[shard].sha256)
+    with _resident_lock:
+        entry = _resident.setdefault(key, {"lock": threading.Lock(), "block": None})
+    with entry["lock"]:
+        if entry["block"] is None:
+            entry["block"] = database.load_shard(shard).to_block(database.alphabet)
+        return entry["block"]

@@ -1,0 +1,177 @@
+"""One search from files to tables: inputs → database shards → engine → merge → tables.
+
+`hmmsearch()` is what `gpuhmm search` runs; `merge_hits_files()` is what `gpuhmm merge` runs
+at the end of the workflow, where each model shard was searched by its own job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from . import merge, models, pipeline, seqdb
+from .cluster import DaskExecutor
+from .errors import GpuhmmError
+from .options import SearchOptions
+
+log = logging.getLogger("gpuhmm")
+
+#: Model groups per worker thread when the user does not choose: enough tasks that the
+#: last ones to finish are short, few enough that per-task overhead stays negligible.
+TASKS_PER_THREAD = 4
+
+
+def available_cpus():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def hmmsearch(
+    models_file,
+    sequences,
+    options=SearchOptions(),
+    *,
+    tblout=None,
+    domtblout=None,
+    pfamtblout=None,
+    domains=None,
+    summary=None,
+    summary_tsv=None,
+    hits_file=None,
+    backend="auto",
+    scheduler=None,
+    cpus=None,
+    db_shards=1,
+    model_shards=None,
+    command="gpuhmm search",
+):
+    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
+
+    Returns the merged `TopHits` of each model in file order; writes the requested outputs.
+    """
+    stages = []
+    backend = pipeline.resolve_backend(backend)
+    cpus = cpus or available_cpus()
+    with DaskExecutor(scheduler, cpus) as executor, contextlib.ExitStack() as cleanup:
+        started = time.perf_counter()
+        hmms = _read_models(models_file, options)
+        stages.append({"name": "read models", "seconds": time.perf_counter() - started})
+
+        started = time.perf_counter()
+        database = _open_database(sequences, hmms, db_shards, cleanup)
+        stages.append({"name": "database", "seconds": time.perf_counter() - started})
+
+        if model_shards is None:
+            model_shards = -(-TASKS_PER_THREAD * cpus // len(database.shards))
+        model_shards = max(1, min(model_shards, len(hmms)))
+        log.info(
+            "%d model(s), %d nodes × %d sequence(s), %d residues in %d shard(s); %s backend; %s",
+            len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues,
+            len(database.shards), backend, executor.describe(),
+        )
+        result = pipeline.search(hmms, database, options, executor, model_shards)
+        stages.append({"name": "search", "seconds": result.wall_seconds})
+
+        started = time.perf_counter()
+        merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
+        footer = merge.hmmer_footer(command, models_file, sequences)
+        merge.write_outputs(
+            merged, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout}, domains, footer
+        )
+        run = {
+            "program": "gpuhmm search",
+            "command": command,
+            "backend": backend,
+            "cluster": executor.describe(),
+            "models_file": str(models_file),
+            "sequences_file": str(sequences),
+            "sequences": database.sequences,
+            "residues": database.residues,
+            "Z": options.Z or database.sequences,
+            "db_shards": len(database.shards),
+            "model_shards": model_shards,
+            "tasks": result.tasks,
+            "cells": result.cells,
+            "task_seconds": result.task_seconds,
+        }
+        if hits_file:
+            merge.save_hits(hits_file, merged, {"model_file": Path(models_file).name, "run": run, "stages": stages})
+        stages.append({"name": "merge and write", "seconds": time.perf_counter() - started})
+        if summary or summary_tsv:
+            merge.write_summary(summary, summary_tsv, dict(run, models=merge.model_counts(merged), stages=stages))
+    return merged
+
+
+def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfamtblout=None,
+                     domains=None, summary=None, summary_tsv=None, command="gpuhmm merge"):
+    """Merge the hits files of model shards into tables, models back in input-file order."""
+    started = time.perf_counter()
+    contents = [merge.load_hits(path) for path in hits_files]
+    ranked = []
+    if order is not None:
+        shards = models.ModelShards.open(order)
+        for path, content in zip(hits_files, contents):
+            positions = shards.positions(shards.path / content["model_file"])
+            if len(positions) != len(content["hits"]):
+                raise GpuhmmError(path, f"holds {len(content['hits'])} models, its shard lists {len(positions)}")
+            ranked += zip(positions, content["hits"])
+        if len(ranked) != shards.models:
+            raise GpuhmmError(shards.path, f"lists {shards.models} models but the hits files hold {len(ranked)}: a model shard is missing")
+    else:
+        ranked = list(enumerate(hits for content in contents for hits in content["hits"]))
+    ranked.sort(key=lambda pair: pair[0])
+    merged = [hits for _, hits in ranked]
+    runs = [content["run"] for content in contents]
+    footer = merge.hmmer_footer(command, runs[0]["models_file"] if runs else "-", runs[0]["sequences_file"] if runs else "-")
+    merge.write_outputs(merged, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout}, domains, footer)
+    if summary or summary_tsv:
+        stages = {}
+        for content in contents:
+            for stage in content["stages"]:
+                stages[stage["name"]] = stages.get(stage["name"], 0.0) + stage["seconds"]
+        stage_list = [{"name": name, "seconds": seconds} for name, seconds in stages.items()]
+        stage_list.append({"name": "final merge", "seconds": time.perf_counter() - started})
+        first = runs[0]
+        merge.write_summary(summary, summary_tsv, {
+            "program": "gpuhmm merge",
+            "command": command,
+            "backend": first["backend"],
+            "cluster": first["cluster"],
+            "models_file": first["models_file"],
+            "sequences_file": first["sequences_file"],
+            "sequences": first["sequences"],
+            "residues": first["residues"],
+            "Z": first["Z"],
+            "model_shard_files": len(contents),
+            "tasks": sum(run["tasks"] for run in runs),
+            "cells": sum(run["cells"] for run in runs),
+            "task_seconds": sum(run["task_seconds"] for run in runs),
+            "models": merge.model_counts(merged),
+            "stages": stage_list,
+        })
+    return merged
+
+
+def _read_models(models_file, options):
+    hmms = models.read_models(models_file)
+    models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+    return hmms
+
+
+def _open_database(sequences, hmms, db_shards, cleanup):
+    """A makedb directory as it is, or a FASTA file sharded into a temporary database."""
+    wanted = seqdb.alphabet_name(hmms[0].alphabet)
+    path = Path(sequences)
+    if path.is_dir() or path.name == seqdb.MANIFEST:
+        database = seqdb.SequenceDatabase.open(path)
+        if database.alphabet_name != wanted:
+            raise GpuhmmError(path, f"alphabet mismatch: the database is {database.alphabet_name}, the models are {wanted}")
+        return database
+    guessed = seqdb.guess_alphabet(path)
+    if guessed is not None and guessed != wanted:
+        raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
+    workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
+    return seqdb.makedb(path, workdir, db_shards, alphabet=wanted)

@@ -1,0 +1,291 @@
+"""The sequence database: FASTA parsed once by Easel into digital shards with a checked manifest.
+
+A database is a directory:
+
+    manifest.json      format, alphabet, Z (total sequences), residues, one entry per shard
+    shard-0000.npz     digital residues, offsets, names, descriptions, FASTA positions
+
+Shards are balanced by residues and sorted longest first inside, which is the order the GPU
+warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them (the
+parser is Easel's own, through pyhmmer), so lowercase, degenerate residues and a trailing `*`
+mean what they mean to HMMER. Each shard's SHA-256 is in the manifest; readers refuse a shard
+that does not match it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyhmmer.easel
+
+from ._io import atomic_outputs
+from .errors import GpuhmmError
+
+FORMAT = "gpuhmm-seqdb/1"
+MANIFEST = "manifest.json"
+
+#: p7_Pipeline() refuses longer targets ("Target sequence length > 100K, over comparison
+#: pipeline limit"); hmmsearch then stops with no tables. makedb stops the same way, earlier.
+MAX_TARGET_LENGTH = 100_000
+
+ALPHABETS = {
+    "amino": pyhmmer.easel.Alphabet.amino,
+    "dna": pyhmmer.easel.Alphabet.dna,
+    "rna": pyhmmer.easel.Alphabet.rna,
+}
+
+
+def alphabet_name(alphabet):
+    for name, make in ALPHABETS.items():
+        if alphabet == make():
+            return name
+    raise ValueError(f"unsupported alphabet {alphabet!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    file: str
+    sequences: int
+    residues: int
+    max_length: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceShard:
+    """One shard in memory: columnar arrays, longest sequence first."""
+
+    residues: np.ndarray  # uint8 digital codes, all sequences end to end
+    offsets: np.ndarray  # int64, n + 1
+    names: list
+    descriptions: list
+    source_index: np.ndarray  # int64: position of each sequence in the FASTA file
+
+    def __len__(self):
+        return len(self.names)
+
+    @property
+    def lengths(self):
+        return np.diff(self.offsets)
+
+    def to_block(self, alphabet):
+        """The shard as a pyhmmer `DigitalSequenceBlock`, for the CPU tail."""
+        sequences = [
+            pyhmmer.easel.DigitalSequence(
+                alphabet,
+                name=name,
+                description=description,
+                sequence=self.residues[start:end],
+            )
+            for name, description, start, end in zip(
+                self.names, self.descriptions, self.offsets[:-1], self.offsets[1:]
+            )
+        ]
+        return pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceDatabase:
+    """An opened database directory; shards are loaded (and verified) on demand."""
+
+    path: Path
+    alphabet_name: str
+    sequences: int
+    residues: int
+    max_length: int
+    shards: tuple
+
+    @property
+    def alphabet(self):
+        return ALPHABETS[self.alphabet_name]()
+
+    @classmethod
+    def open(cls, path):
+        path = Path(path)
+        manifest_path = path / MANIFEST if path.is_dir() else path
+        if not manifest_path.is_file():
+            raise GpuhmmError(path, "not a gpuhmm sequence database (no manifest.json); build one with `gpuhmm makedb`")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+            if manifest.get("format") != FORMAT:
+                raise GpuhmmError(manifest_path, f"database format {manifest.get('format')!r} is not {FORMAT!r}; rebuild it with `gpuhmm makedb`")
+            return cls(
+                path=manifest_path.parent,
+                alphabet_name=manifest["alphabet"],
+                sequences=manifest["sequences"],
+                residues=manifest["residues"],
+                max_length=manifest["max_length"],
+                shards=tuple(ShardInfo(**entry) for entry in manifest["shards"]),
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise GpuhmmError(manifest_path, f"damaged database manifest ({error})") from None
+
+    def load_shard(self, index):
+        info = self.shards[index]
+        shard_path = self.path / info.file
+        try:
+            data = shard_path.read_bytes()
+        except OSError as error:
+            raise GpuhmmError(shard_path, f"cannot read database shard ({error.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != info.sha256:
+            raise GpuhmmError(shard_path, "database shard does not match its manifest checksum (stale or damaged); rebuild with `gpuhmm makedb`")
+        return _decode_shard(data)
+
+
+def makedb(fasta, outdir, shards=1, alphabet=None):
+    """Parse `fasta` (plain or gzip) with Easel and write a sharded database to `outdir`.
+
+    `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file.
+    Returns the opened `SequenceDatabase`.
+    """
+    fasta, outdir = Path(fasta), Path(outdir)
+    if shards < 1:
+        raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
+    records, alphabet = _read_fasta(fasta, alphabet)
+    shard_records = _balance_by_residues(records, shards)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / MANIFEST).unlink(missing_ok=True)
+    infos = []
+    for index, members in enumerate(shard_records):
+        members.sort(key=lambda record: (-len(record[2]), record[0]))
+        infos.append(_write_shard(outdir / f"shard-{index:04d}.npz", members))
+    manifest = {
+        "format": FORMAT,
+        "alphabet": alphabet_name(alphabet),
+        "source": {"path": str(fasta.resolve()), "bytes": fasta.stat().st_size},
+        "sequences": len(records),
+        "residues": sum(info.residues for info in infos),
+        "max_length": max(info.max_length for info in infos),
+        "shards": [dataclasses.asdict(info) for info in infos],
+    }
+    # The manifest goes last, so a database without one is recognisably unfinished.
+    with atomic_outputs(outdir / MANIFEST) as (temporary,):
+        temporary.write_text(json.dumps(manifest, indent=1))
+    return SequenceDatabase.open(outdir)
+
+
+def guess_alphabet(fasta):
+    """Easel's guess of the alphabet name of a FASTA file, or None when it cannot tell."""
+    try:
+        with _open_fasta(fasta, None) as handle:
+            return alphabet_name(handle.alphabet)
+    except _UndeterminedAlphabet:
+        return None
+
+
+class _UndeterminedAlphabet(GpuhmmError):
+    pass
+
+
+def _open_fasta(fasta, alphabet):
+    fasta = Path(fasta)
+    if not fasta.exists():
+        raise GpuhmmError(fasta, "sequence file not found")
+    if fasta.is_dir():
+        raise GpuhmmError(fasta, "is a directory, not a FASTA file or a gpuhmm database")
+    try:
+        return pyhmmer.easel.SequenceFile(fasta, digital=True, alphabet=alphabet, format="fasta")
+    except EOFError:
+        raise GpuhmmError(fasta, "sequence file is empty") from None
+    except ValueError as error:
+        if "Could not determine alphabet" in str(error):
+            raise _UndeterminedAlphabet(fasta, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet") from None
+        raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
+    except OSError as error:
+        raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
+
+
+def _read_fasta(fasta, alphabet_name_or_none):
+    alphabet = ALPHABETS[alphabet_name_or_none]() if alphabet_name_or_none else None
+    records = []
+    with _open_fasta(fasta, alphabet) as handle:
+        alphabet = handle.alphabet
+        try:
+            for position, sequence in enumerate(handle):
+                residues = np.asarray(sequence.sequence).copy()
+                if len(residues) > MAX_TARGET_LENGTH:
+                    raise GpuhmmError(
+                        fasta,
+                        f"sequence {sequence.name!r} has {len(residues):,} residues; "
+                        f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
+                        f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
+                    )
+                records.append((position, sequence.name, residues, sequence.description))
+        except ValueError as error:
+            raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
+    if not records:
+        raise GpuhmmError(fasta, "sequence file holds no sequences")
+    return records, alphabet
+
+
+def _easel_problem(error):
+    return str(error).removeprefix("Could not parse file: ")
+
+
+def _balance_by_residues(records, shards):
+    """Each sequence, in file order, to the shard with the fewest residues so far.
+
+    Streaming-friendly, and within one sequence length of the ideal balance.
+    """
+    load = [0] * shards
+    members = [[] for _ in range(shards)]
+    for record in records:
+        target = load.index(min(load))
+        members[target].append(record)
+        load[target] += max(len(record[2]), 1)
+    return members
+
+
+def _write_shard(path, members):
+    lengths = np.array([len(residues) for _, _, residues, _ in members], dtype=np.int64)
+    offsets = np.zeros(len(members) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    names, name_offsets = _pack([name.encode() for _, name, _, _ in members])
+    descriptions, description_offsets = _pack([description.encode() for *_, description in members])
+    arrays = dict(
+        residues=np.concatenate([residues for _, _, residues, _ in members] or [np.zeros(0, np.uint8)]).astype(np.uint8),
+        offsets=offsets,
+        names=names,
+        name_offsets=name_offsets,
+        descriptions=descriptions,
+        description_offsets=description_offsets,
+        source_index=np.array([position for position, *_ in members], dtype=np.int64),
+    )
+    with atomic_outputs(path) as (temporary,):
+        with open(temporary, "wb") as handle:
+            np.savez(handle, **arrays)
+    data = path.read_bytes()
+    return ShardInfo(
+        file=path.name,
+        sequences=len(members),
+        residues=int(lengths.sum()),
+        max_length=int(lengths.max(initial=0)),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _decode_shard(data):
+    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        return SequenceShard(
+            residues=arrays["residues"],
+            offsets=arrays["offsets"],
+            names=_unpack(arrays["names"], arrays["name_offsets"]),
+            descriptions=_unpack(arrays["descriptions"], arrays["description_offsets"]),
+            source_index=arrays["source_index"],
+        )
+
+
+def _pack(strings):
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum([len(string) for string in strings], out=offsets[1:])
+    return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
+
+
+def _unpack(data, offsets):
+    raw = data.tobytes()
+    return [raw[start:end].decode() for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
