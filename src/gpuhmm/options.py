@@ -92,14 +92,14 @@ class SearchOptions:
         """pyhmmer's name of the model cutoffs in use, or None."""
         return CUTOFFS[self.cut] if self.cut else None
 
-    def pipeline_arguments(self, Z):
-        """Keyword arguments for `pyhmmer.plan7.Pipeline`, E-values taken over `Z` targets.
+    def pipeline_arguments(self):
+        """Keyword arguments for `pyhmmer.plan7.Pipeline`.
 
-        `Z` is the size of the whole database (or `-Z`), never a shard's: each shard's
-        E-values must already be the final ones for `TopHits.merge` to keep them.
+        Without `-Z`, Z is left automatic: each shard counts its targets, as hmmsearch does
+        while it reads, and `TopHits.merge` sums the shards' counts into the database size.
         """
         arguments = dict(
-            Z=self.Z if self.Z is not None else Z,
+            Z=self.Z,
             domZ=self.domZ,
             E=self.E,
             T=self.T,

@@ -12,8 +12,10 @@ import dataclasses
 import threading
 import time
 
+import numpy as np
 import pyhmmer.plan7
 
+from . import _tophits
 from .errors import GpuhmmError
 from .models import balance_by_length
 
@@ -34,6 +36,7 @@ class TaskResult:
     task: SearchTask
     hits: tuple  # TopHits, one per position in task.positions
     seconds: float
+    filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
 
 
 @dataclasses.dataclass
@@ -45,6 +48,7 @@ class SearchResult:
     wall_seconds: float = 0.0
     cells: int = 0
     tasks: int = 0
+    filter_counts: dict = dataclasses.field(default_factory=dict)
 
 
 def resolve_backend(requested):
@@ -70,17 +74,19 @@ def plan_tasks(models, database, model_groups):
 def search(models, database, options, executor, model_groups):
     """Search `models` against every shard of `database` on `executor`.
 
-    `executor.run(function, items)` must yield each function(item) result as it completes.
+    `executor.run(function, items, cells)` must yield each function(item) as it completes.
     """
     started = time.perf_counter()
     tasks = plan_tasks(models, database, model_groups)
-    arguments = options.pipeline_arguments(Z=database.sequences)
+    arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
     work = [(task, [models[position] for position in task.positions], database, arguments) for task in tasks]
     for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks]):
         for position, hits in zip(outcome.task.positions, outcome.hits):
             per_model[position][outcome.task.shard] = hits
+        for name, count in outcome.filter_counts.items():
+            result.filter_counts[name] = result.filter_counts.get(name, 0) + count
         result.task_seconds += outcome.seconds
         result.cells += outcome.task.cells
     result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
@@ -92,28 +98,52 @@ def run_task(work):
     """Runs on a worker: one model group against one resident database shard, on the CPU."""
     task, models, database, arguments = work
     started = time.perf_counter()
-    block = _resident_block(database, task.shard)
+    shard = _resident_shard(database, task.shard)
     pipeline = pyhmmer.plan7.Pipeline(database.alphabet, **arguments)
-    hits = []
+    hits, counts = [], {}
     for model in models:
-        hits.append(pipeline.search_hmm(model, block))
+        model_hits = pipeline.search_hmm(model, shard.block)
         pipeline.clear()
-    return TaskResult(task, tuple(hits), time.perf_counter() - started)
+        for name, count in _tophits.filter_counts(model_hits).items():
+            counts[name] = counts.get(name, 0) + count
+        hits.append(_tophits.keep_as_hmmsearch(model_hits, shard.file_position))
+    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts)
+
+
+class _ResidentShard:
+    """A shard as the CPU tail reads it: in database-file order, as hmmsearch reads targets.
+
+    File order matters: see `_tophits`. `file_position` finds a hit's sequence by name and
+    length; where a shard holds several such sequences it takes the first, the rule that
+    keeps a hit whenever any of them would.
+    """
+
+    def __init__(self, shard, alphabet):
+        order = np.argsort(shard.source_index, kind="stable")
+        self.block = shard.to_block(alphabet, order)
+        lengths = shard.lengths
+        self._positions = {}
+        for index in order.tolist():
+            key = (shard.names[index], int(lengths[index]))
+            self._positions.setdefault(key, int(shard.source_index[index]) + 1)
+
+    def file_position(self, hit):
+        return self._positions[(hit.name, hit.length)]
 
 
 _resident = {}
 _resident_lock = threading.Lock()
 
 
-def _resident_block(database, shard):
+def _resident_shard(database, shard):
     """A shard stays in the worker's memory for every model group that needs it.
 
     Keyed by checksum as well as path, so a rebuilt database is never served stale.
     """
     key = (str(database.path), shard, database.shards[shard].sha256)
     with _resident_lock:
-        entry = _resident.setdefault(key, {"lock": threading.Lock(), "block": None})
+        entry = _resident.setdefault(key, {"lock": threading.Lock(), "shard": None})
     with entry["lock"]:
-        if entry["block"] is None:
-            entry["block"] = database.load_shard(shard).to_block(database.alphabet)
-        return entry["block"]
+        if entry["shard"] is None:
+            entry["shard"] = _ResidentShard(database.load_shard(shard), database.alphabet)
+        return entry["shard"]

@@ -96,6 +96,7 @@ def hmmsearch(
             "tasks": result.tasks,
             "cells": result.cells,
             "task_seconds": result.task_seconds,
+            "filters": result.filter_counts,
         }
         if hits_file:
             merge.save_hits(hits_file, merged, {"model_file": Path(models_file).name, "run": run, "stages": stages})
@@ -149,6 +150,7 @@ def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfa
             "tasks": sum(run["tasks"] for run in runs),
             "cells": sum(run["cells"] for run in runs),
             "task_seconds": sum(run["task_seconds"] for run in runs),
+            "filters": {name: sum(run["filters"].get(name, 0) for run in runs) for name in runs[0]["filters"]},
             "models": merge.model_counts(merged),
             "stages": stage_list,
         })

@@ -73,18 +73,16 @@ class SequenceShard:
     def lengths(self):
         return np.diff(self.offsets)
 
-    def to_block(self, alphabet):
-        """The shard as a pyhmmer `DigitalSequenceBlock`, for the CPU tail."""
+    def to_block(self, alphabet, order):
+        """The sequences at indices `order` as a pyhmmer `DigitalSequenceBlock`."""
         sequences = [
             pyhmmer.easel.DigitalSequence(
                 alphabet,
-                name=name,
-                description=description,
-                sequence=self.residues[start:end],
+                name=self.names[index],
+                description=self.descriptions[index],
+                sequence=self.residues[self.offsets[index]:self.offsets[index + 1]],
             )
-            for name, description, start, end in zip(
-                self.names, self.descriptions, self.offsets[:-1], self.offsets[1:]
-            )
+            for index in order.tolist()
         ]
         return pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
 

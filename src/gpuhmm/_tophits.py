@@ -1,0 +1,58 @@
+"""What exactness needs from inside pyhmmer's `TopHits` (its pickle state, pyhmmer 0.12.3).
+
+Why: hmmsearch keeps a hit in its list when it is reportable under the Z *counted so far*
+(p7_pli_NewSeq sets Z = sequences read, before p7_Pipeline thresholds each target). So with
+an automatic Z, a sequence at file position i is kept iff P·i ≤ E, though only P·Z ≤ E ones
+are reported at the end. The kept-but-unreported hits are invisible except in one place: the
+tables' name and accession columns are as wide as the longest name in the *whole* list. To
+write hmmsearch's bytes, each shard's list must hold exactly the hits hmmsearch would keep.
+
+A shard searched in file order with an automatic Z keeps P·j ≤ E, with j its rank inside the
+shard (j ≤ i): a superset. `keep_as_hmmsearch` drops the hits whose P·i > E. Merging the
+shards then sums their Z to the database size and re-thresholds, as hmmsearch's end does.
+"""
+
+from __future__ import annotations
+
+from pyhmmer.plan7 import TopHits
+
+#: P7_PIPELINE.Z_setby when Z counts the targets (p7_ZSETBY_NTARGETS).
+_Z_SET_BY_TARGETS = 0
+
+#: hmmsearch's "Passed ... filter" statistics, in pipeline order.
+FILTER_COUNTS = ("n_past_msv", "n_past_bias", "n_past_vit", "n_past_fwd")
+
+
+def filter_counts(hits):
+    """The pipeline statistics hmmsearch prints (targets searched, passed each filter)."""
+    pipeline = hits.__getstate__()["pipeline"]
+    return {"nseqs": pipeline["nseqs"], **{name: pipeline[name] for name in FILTER_COUNTS}}
+
+
+def keep_as_hmmsearch(hits, file_position):
+    """`hits` of one shard, less those hmmsearch (read in file order) would never have kept.
+
+    `file_position(hit)` is the 1-based position of the hit's sequence in the database file.
+    Only an automatic Z with E-value reporting thresholds makes the kept list order-dependent;
+    otherwise `hits` is returned as it is.
+    """
+    state = hits.__getstate__()
+    pipeline = state["pipeline"]
+    if not pipeline["by_E"] or pipeline["Z_setby"] != _Z_SET_BY_TARGETS:
+        return hits
+    ranked = list(hits)  # iteration follows state["hit"], the sorted order
+    keep = [True] * state["N"]
+    for rank, index in enumerate(state["hit"]):
+        hit = ranked[rank]
+        # The same double arithmetic as p7_pli_TargetReportable: exp(lnP) * Z <= E.
+        keep[index] = hit.pvalue * file_position(hit) <= pipeline["E"]
+    if all(keep):
+        return hits
+    kept = [index for index in range(state["N"]) if keep[index]]
+    renumber = {old: new for new, old in enumerate(kept)}
+    state["unsrt"] = [state["unsrt"][index] for index in kept]
+    state["hit"] = [renumber[index] for index in state["hit"] if index in renumber]
+    state["N"] = len(kept)
+    trimmed = TopHits(hits.query)
+    trimmed.__setstate__(state)
+    return trimmed

@@ -1,0 +1,65 @@
+"""Shared test helpers: the bundled data, the reference hmmsearch, table comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = DATA / "golden"
+ROOT = Path(__file__).parent.parent
+
+
+def hmmer_binary(name):
+    """A binary of the `hmmer` 3.4 wheel (the reference), or skip if it is not installed."""
+    found = shutil.which(name)
+    if found is None:
+        try:
+            import hmmer  # the PyPI package that ships HMMER's binaries
+        except ImportError:
+            pytest.skip(f"{name} (PyPI package hmmer==3.4.0.2) is not installed")
+        found = str(Path(hmmer.__file__).parent / "data" / "bin" / name)
+    return found
+
+
+def table_body(path):
+    """A table without its closing footer (program, options, directory, date): all rows and headers."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith("# Program:"):
+            return "".join(lines[: index - 1])
+    raise AssertionError(f"{path}: no HMMER footer")
+
+
+def golden_cases():
+    return json.loads((GOLDEN / "cases.json").read_text())
+
+
+def golden_runs():
+    return json.loads((GOLDEN / "runs.json").read_text())
+
+
+def run_gpuhmm(*arguments, check=True, cwd=None):
+    """The installed CLI in a fresh interpreter, as a user runs it."""
+    process = subprocess.run(
+        [sys.executable, "-m", "gpuhmm", *map(str, arguments)],
+        capture_output=True, text=True, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
+    if check and process.returncode != 0:
+        raise AssertionError(f"gpuhmm {' '.join(map(str, arguments))} failed ({process.returncode}):\n{process.stderr}")
+    return process
+
+
+def assert_tables_equal(produced, expected):
+    """Byte-identical rows and headers; only the footer (who, when, where) may differ."""
+    assert table_body(produced) == table_body(expected), f"{produced} differs from {expected}"
+
+
+TABLES = ("tblout", "domtblout", "pfamtblout")

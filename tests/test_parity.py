@@ -1,0 +1,45 @@
+"""gpuhmm's tables against hmmsearch 3.4's golden tables, for every option case and sharding."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
+from gpuhmm.cli import main
+
+CASES = golden_cases()
+RUNS = golden_runs()
+
+#: (database shards, model shards): unsharded, the acceptance split, and more shards than tasks need.
+SHARDINGS = [(1, 1), (3, 2), (5, 7)]
+
+
+def _search(tmp_path, run, case, db_shards, model_shards):
+    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    status = main([
+        "search", "--backend", "cpu", "--cpu", "2",
+        "--db-shards", str(db_shards), "--model-shards", str(model_shards),
+        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+        *CASES[case],
+        str(DATA / RUNS[run]["hmmfile"]), str(DATA / RUNS[run]["seqfile"]),
+    ])
+    assert status == 0
+    return outputs
+
+
+def _assert_goldens(outputs, run, case):
+    kinds = RUNS[run]["cases"][case]  # runs.json: the tables stored for this run and case
+    assert kinds
+    for kind in kinds:
+        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.{case}.{kind}")
+
+
+@pytest.mark.parametrize("case", list(RUNS["proteins"]["cases"]))
+@pytest.mark.parametrize("db_shards,model_shards", SHARDINGS)
+def test_proteins_identical_to_hmmsearch(tmp_path, case, db_shards, model_shards):
+    _assert_goldens(_search(tmp_path, "proteins", case, db_shards, model_shards), "proteins", case)
+
+
+@pytest.mark.parametrize("run,case", [(run, case) for run in RUNS if run != "proteins" for case in RUNS[run]["cases"]])
+def test_other_inputs_identical_to_hmmsearch(tmp_path, run, case):
+    _assert_goldens(_search(tmp_path, run, case, 3, 2), run, case)
