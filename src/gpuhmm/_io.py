@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import os
+import zlib
 from pathlib import Path
 
 
@@ -25,3 +28,57 @@ def atomic_outputs(*paths):
     finally:
         for temporary in temporaries:
             temporary.unlink(missing_ok=True)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class _GzipStream(io.RawIOBase):
+    """Decompresses for pyhmmer, and remembers a stream error that pyhmmer may swallow."""
+
+    def __init__(self, path):
+        super().__init__()
+        self._file = gzip.open(path, "rb")
+        self.error = None
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        try:
+            data = self._file.read(len(buffer))
+        except (EOFError, OSError, zlib.error) as error:
+            self.error = error
+            raise
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        self._file.close()
+        super().close()
+
+
+class InputFile:
+    """What pyhmmer should read a path through, and the stream error it met, if any.
+
+    Easel decides gzip by the `.gz` suffix and pipes through an external `gzip`; gpuhmm
+    decides by content, so a compressed file needs no suffix and no `gzip` program, and a
+    truncated archive is always reported (pyhmmer can end a read early without raising).
+    """
+
+    def __init__(self, path, stack):
+        path = Path(path)
+        self._stream = None
+        with open(path, "rb") as handle:
+            magic = handle.read(2)
+        if magic == GZIP_MAGIC:
+            self._stream = stack.enter_context(_GzipStream(path))
+            self.source = stack.enter_context(io.BufferedReader(self._stream))
+        elif path.suffix == ".gz":  # not compressed after all: keep Easel from piping it to gzip
+            self.source = stack.enter_context(open(path, "rb"))
+        else:
+            self.source = path
+
+    @property
+    def gzip_error(self):
+        return self._stream.error if self._stream is not None else None

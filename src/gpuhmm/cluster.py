@@ -47,8 +47,11 @@ class DaskExecutor:
                     n_workers=1,
                     threads_per_worker=self.workers,
                     processes=False,
-                    dashboard_address=None,
-                    silence_logs=logging.WARNING,
+                    # Any free port: many searches may start side by side on one node.
+                    dashboard_address=":0",
+                    # A failed task is re-raised in the client; the worker's own traceback
+                    # would only bury the one-line error.
+                    silence_logs=logging.CRITICAL,
                 )
                 self._client = distributed.Client(self._cluster)
         except BaseException as error:  # re-raised in the caller's thread by client()

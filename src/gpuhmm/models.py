@@ -9,6 +9,7 @@ A model-shard directory (`gpuhmm splitmodels`) is:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import heapq
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pyhmmer.plan7
 
-from ._io import atomic_outputs
+from ._io import InputFile, atomic_outputs
 from .errors import GpuhmmError
 
 FORMAT = "gpuhmm-models/1"
@@ -31,18 +32,24 @@ def read_models(path):
         raise GpuhmmError(path, "model file not found")
     if path.is_dir():
         raise GpuhmmError(path, "is a directory, not an HMM file")
+    source = None
     try:
-        with pyhmmer.plan7.HMMFile(path) as handle:
-            models = list(handle)
-    except EOFError:
-        raise GpuhmmError(path, "model file is empty") from None
-    except ValueError as error:
-        problem = str(error).removeprefix("Invalid format in file: ")
+        with contextlib.ExitStack() as stack:
+            source = InputFile(path, stack)
+            models = list(stack.enter_context(pyhmmer.plan7.HMMFile(source.source)))
+    except (EOFError, ValueError, SystemError) as error:
+        if source is not None and source.gzip_error is not None:
+            raise GpuhmmError(path, f"truncated or damaged gzip file ({source.gzip_error})") from None
+        if isinstance(error, EOFError) and "HMM file is empty" in str(error):
+            raise GpuhmmError(path, "model file is empty") from None
+        problem = str(error).removeprefix("Invalid format in file: ").strip()
         if "format not recognized" in problem:
             raise GpuhmmError(path, "not an HMMER model file (format not recognized)") from None
         raise GpuhmmError(path, f"damaged or truncated model file ({problem})") from None
     except OSError as error:
         raise GpuhmmError(path, f"cannot read model file ({error.strerror or error})") from None
+    if source.gzip_error is not None:
+        raise GpuhmmError(path, f"truncated or damaged gzip file ({source.gzip_error})")
     if not models:
         raise GpuhmmError(path, "model file holds no models")
     if any(model.alphabet != models[0].alphabet for model in models):

@@ -14,6 +14,7 @@ that does not match it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyhmmer.easel
 
-from ._io import atomic_outputs
+from ._io import InputFile, atomic_outputs
 from .errors import GpuhmmError
 
 FORMAT = "gpuhmm-seqdb/1"
@@ -104,7 +105,8 @@ class SequenceDatabase:
 
     @classmethod
     def open(cls, path):
-        path = Path(path)
+        # Absolute, because workers of an external cluster run in other directories.
+        path = Path(path).absolute()
         manifest_path = path / MANIFEST if path.is_dir() else path
         if not manifest_path.is_file():
             raise GpuhmmError(path, "not a gpuhmm sequence database (no manifest.json); build one with `gpuhmm makedb`")
@@ -169,41 +171,60 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
 
 def guess_alphabet(fasta):
     """Easel's guess of the alphabet name of a FASTA file, or None when it cannot tell."""
-    try:
-        with _open_fasta(fasta, None) as handle:
-            return alphabet_name(handle.alphabet)
-    except _UndeterminedAlphabet:
-        return None
+    with contextlib.ExitStack() as stack:
+        try:
+            handle, _ = _open_fasta(fasta, None, stack)
+        except _UndeterminedAlphabet:
+            return None
+        return alphabet_name(handle.alphabet)
 
 
 class _UndeterminedAlphabet(GpuhmmError):
     pass
 
 
-def _open_fasta(fasta, alphabet):
+def _open_fasta(fasta, alphabet, stack):
+    """An Easel FASTA reader on `fasta` and the `InputFile` under it."""
     fasta = Path(fasta)
     if not fasta.exists():
         raise GpuhmmError(fasta, "sequence file not found")
     if fasta.is_dir():
         raise GpuhmmError(fasta, "is a directory, not a FASTA file or a gpuhmm database")
     try:
-        return pyhmmer.easel.SequenceFile(fasta, digital=True, alphabet=alphabet, format="fasta")
-    except EOFError:
-        raise GpuhmmError(fasta, "sequence file is empty") from None
-    except ValueError as error:
-        if "Could not determine alphabet" in str(error):
-            raise _UndeterminedAlphabet(fasta, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet") from None
-        raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
+        source = InputFile(fasta, stack)
     except OSError as error:
         raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
+    with _fasta_errors(fasta, source):
+        handle = pyhmmer.easel.SequenceFile(source.source, digital=True, alphabet=alphabet, format="fasta")
+    return stack.enter_context(handle), source
+
+
+@contextlib.contextmanager
+def _fasta_errors(fasta, source):
+    """pyhmmer's and gzip's reading errors, as one-line errors naming the file."""
+    try:
+        yield
+    except (EOFError, ValueError, SystemError, OSError) as error:
+        if source.gzip_error is not None:
+            raise GpuhmmError(fasta, f"truncated or damaged gzip file ({source.gzip_error})") from None
+        if isinstance(error, EOFError):
+            raise GpuhmmError(fasta, "sequence file is empty") from None
+        if "Could not determine alphabet" in str(error):
+            raise _UndeterminedAlphabet(fasta, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet") from None
+        if isinstance(error, OSError):
+            raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
+        raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
+    if source.gzip_error is not None:
+        raise GpuhmmError(fasta, f"truncated or damaged gzip file ({source.gzip_error})")
 
 
 def _read_fasta(fasta, alphabet_name_or_none):
     alphabet = ALPHABETS[alphabet_name_or_none]() if alphabet_name_or_none else None
     records = []
-    with _open_fasta(fasta, alphabet) as handle:
+    with contextlib.ExitStack() as stack:
+        handle, source = _open_fasta(fasta, alphabet, stack)
         alphabet = handle.alphabet
-        try:
+        with _fasta_errors(fasta, source):
             for position, sequence in enumerate(handle):
                 residues = np.asarray(sequence.sequence).copy()
                 if len(residues) > MAX_TARGET_LENGTH:
@@ -214,15 +235,13 @@ def _read_fasta(fasta, alphabet_name_or_none):
                         f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
                     )
                 records.append((position, sequence.name, residues, sequence.description))
-        except ValueError as error:
-            raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
     if not records:
         raise GpuhmmError(fasta, "sequence file holds no sequences")
     return records, alphabet
 
 
 def _easel_problem(error):
-    return str(error).removeprefix("Could not parse file: ")
+    return str(error).removeprefix("Could not parse file: ").strip()
 
 
 def _balance_by_residues(records, shards):

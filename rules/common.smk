@@ -1,0 +1,117 @@
+# Config validation and the helpers the rules share. Rules live in the other
+# rules/*.smk files; functions live only here (snakemake --lint wants them apart).
+
+import os
+import shlex
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+
+SCHEMA = "../workflow/schemas/config.schema.yaml"
+
+# set_default only fills properties of objects that exist, so the hmmer block
+# must exist (an empty `hmmer:` line in YAML reads as null) for its defaults to apply.
+config["hmmer"] = config.get("hmmer") or {}
+validate(config, SCHEMA)
+
+with open(workflow.source_path(SCHEMA), encoding="utf-8") as schema_file:
+    HMMER_DEFAULTS = {
+        name: spec["default"]
+        for name, spec in yaml.safe_load(schema_file)["properties"]["hmmer"][
+            "properties"
+        ].items()
+    }
+
+OUTDIR = config["outdir"]
+DB_SHARDS = [f"{OUTDIR}/db/shard-{i:04d}.npz" for i in range(config["db_shards"])]
+MODEL_SHARD_IDS = [f"{i:04d}" for i in range(config["model_shards"])]
+
+# Under --sdm conda, "auto" gets the CPU environment: only an explicit "gpu"
+# pays for the CUDA stack.
+GPUHMM_ENV = "../envs/gpu.yaml" if config["backend"] == "gpu" else "../envs/cpu.yaml"
+# The conda envs hold gpuhmm's dependencies; their post-deploy scripts install
+# gpuhmm itself from this checkout, found through this variable.
+os.environ.setdefault("GPUHMM_SOURCE", workflow.basedir)
+
+wildcard_constraints:
+    shard=r"\d{4}",
+
+
+def hmmer_changed():
+    """The hmmer options whose values differ from HMMER's defaults."""
+    return {
+        name: config["hmmer"][name]
+        for name, default in HMMER_DEFAULTS.items()
+        if config["hmmer"][name] != default
+    }
+
+
+def hmmer_options():
+    """hmmsearch flags for the options that differ from HMMER's defaults.
+
+    Defaults are left out because hmmsearch refuses e.g. -E next to --cut_ga
+    even when -E has its default value.
+    """
+    words = []
+    for name, value in hmmer_changed().items():
+        flag = f"-{name}" if len(name) == 1 else f"--{name}"
+        if name == "cut":
+            words.append(f"--cut_{value}")
+        elif isinstance(value, bool):
+            words.append(flag)
+        else:
+            words.append(f"{flag} {value}")
+    return " ".join(words)
+
+
+def check_hmmer_conflicts():
+    """Raise on option pairs that hmmsearch refuses."""
+    changed = hmmer_changed()
+    clashes = {
+        "cut": ("E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT"),
+        "max": ("F1", "F2", "F3", "nobias"),
+    }
+    for option, excluded in clashes.items():
+        given = [name for name in excluded if name in changed]
+        if option in changed and given:
+            raise WorkflowError(
+                f"config hmmer: '{option}' cannot be combined with {', '.join(given)}"
+            )
+
+
+def search_threads(wildcards):
+    """Threads of a search job: all cores given to Snakemake unless configured.
+
+    One job owns the node's cores (and GPUs) through its Dask cluster. This is a
+    function because workflow.cores is unset (an error) when parsing for a
+    cluster executor, whose profile sets the threads instead.
+    """
+    return config["threads"] or workflow.cores
+
+
+def search_resources():
+    """Where a search runs: its engine flags, and a GPU when one is required.
+
+    These are resources, not params, because they do not change the hits:
+    unlike params, resources do not trigger reruns, so finished shards survive
+    e.g. a new scheduler address when resuming on a new allocation.
+    """
+    engine = f"--backend {config['backend']}"
+    if config["scheduler"] is not None:
+        engine += f" --scheduler {shlex.quote(config['scheduler'])}"
+    resources = {"engine": engine}
+    if config["backend"] == "gpu":
+        resources["gpu"] = 1
+    return resources
+
+
+# Fail at parse time, before any job, with the config key in the message.
+for key in ("models", "sequences"):
+    if not os.path.exists(config[key]):
+        raise WorkflowError(
+            f"config '{key}': file not found: {config[key]} "
+            f"(relative paths are taken from the working directory {os.getcwd()})"
+        )
+check_hmmer_conflicts()
