@@ -4,7 +4,8 @@
 import os
 import shlex
 
-import yaml
+from gpuhmm.errors import GpuhmmError
+from gpuhmm.options import SearchOptions
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -16,13 +17,12 @@ SCHEMA = "../workflow/schemas/config.schema.yaml"
 config["hmmer"] = config.get("hmmer") or {}
 validate(config, SCHEMA)
 
-with open(workflow.source_path(SCHEMA), encoding="utf-8") as schema_file:
-    HMMER_DEFAULTS = {
-        name: spec["default"]
-        for name, spec in yaml.safe_load(schema_file)["properties"]["hmmer"][
-            "properties"
-        ].items()
-    }
+# The hmmer block is checked by gpuhmm's own option rules (the ones `gpuhmm search`
+# applies), so the workflow and the CLI refuse exactly the same combinations.
+try:
+    HMMER_OPTIONS = SearchOptions.from_mapping(config["hmmer"], source="config hmmer")
+except GpuhmmError as error:
+    raise WorkflowError(str(error)) from None
 
 OUTDIR = config["outdir"]
 DB_SHARDS = [f"{OUTDIR}/db/shard-{i:04d}.npz" for i in range(config["db_shards"])]
@@ -39,46 +39,9 @@ wildcard_constraints:
     shard=r"\d{4}",
 
 
-def hmmer_changed():
-    """The hmmer options whose values differ from HMMER's defaults."""
-    return {
-        name: config["hmmer"][name]
-        for name, default in HMMER_DEFAULTS.items()
-        if config["hmmer"][name] != default
-    }
-
-
 def hmmer_options():
-    """hmmsearch flags for the options that differ from HMMER's defaults.
-
-    Defaults are left out because hmmsearch refuses e.g. -E next to --cut_ga
-    even when -E has its default value.
-    """
-    words = []
-    for name, value in hmmer_changed().items():
-        flag = f"-{name}" if len(name) == 1 else f"--{name}"
-        if name == "cut":
-            words.append(f"--cut_{value}")
-        elif isinstance(value, bool):
-            words.append(flag)
-        else:
-            words.append(f"{flag} {value}")
-    return " ".join(words)
-
-
-def check_hmmer_conflicts():
-    """Raise on option pairs that hmmsearch refuses."""
-    changed = hmmer_changed()
-    clashes = {
-        "cut": ("E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT"),
-        "max": ("F1", "F2", "F3", "nobias"),
-    }
-    for option, excluded in clashes.items():
-        given = [name for name in excluded if name in changed]
-        if option in changed and given:
-            raise WorkflowError(
-                f"config hmmer: '{option}' cannot be combined with {', '.join(given)}"
-            )
+    """hmmsearch flags for the options that differ from HMMER's defaults."""
+    return shlex.join(HMMER_OPTIONS.command_line())
 
 
 def search_threads(wildcards):
@@ -114,4 +77,3 @@ for key in ("models", "sequences"):
             f"config '{key}': file not found: {config[key]} "
             f"(relative paths are taken from the working directory {os.getcwd()})"
         )
-check_hmmer_conflicts()

@@ -17,15 +17,19 @@ ROOT = Path(__file__).parent.parent
 
 
 def hmmer_binary(name):
-    """A binary of the `hmmer` 3.4 wheel (the reference), or skip if it is not installed."""
-    found = shutil.which(name)
-    if found is None:
-        try:
-            import hmmer  # the PyPI package that ships HMMER's binaries
-        except ImportError:
+    """A binary of the `hmmer` 3.4 wheel (the reference), else one on PATH, else skip.
+
+    The wheel's own folder comes first: its PATH entry points are wrappers that rename the
+    program in the tables' footer and turn an abort into exit status 250.
+    """
+    try:
+        import hmmer  # the PyPI package that ships HMMER's binaries
+    except ImportError:
+        found = shutil.which(name)
+        if found is None:
             pytest.skip(f"{name} (PyPI package hmmer==3.4.0.2) is not installed")
-        found = str(Path(hmmer.__file__).parent / "data" / "bin" / name)
-    return found
+        return found
+    return str(Path(hmmer.__file__).parent / "data" / "bin" / name)
 
 
 def table_body(path):

@@ -29,6 +29,16 @@ DOMAIN_COLUMNS = (
 )
 
 
+#: hmmsearch's names for its pipeline statistics, summed over models.
+FILTER_LABELS = {
+    "nseqs": "targets searched (model x sequence)",
+    "n_past_msv": "passed MSV filter",
+    "n_past_bias": "passed bias filter",
+    "n_past_vit": "passed Vit filter",
+    "n_past_fwd": "passed Fwd filter",
+}
+
+
 def reduce_shards(shard_hits):
     """One model's hits over the whole database, from its per-shard TopHits."""
     first, *rest = shard_hits
@@ -124,8 +134,10 @@ def write_summary(path_json, path_tsv, summary):
         "domains included": sum(model["domains_included"] for model in models),
     }
     summary["totals"] = totals
+    filters = summary.get("filters", {})
     lines = ["metric\tvalue"]
     lines += [f"{key}\t{value}" for key, value in totals.items()]
+    lines += [f"{FILTER_LABELS[name]}\t{count}" for name, count in filters.items() if name in FILTER_LABELS]
     lines += [f"{stage['name']} seconds\t{stage['seconds']:.3f}" for stage in summary.get("stages", [])]
     outputs = [path for path in (path_json, path_tsv) if path]
     with atomic_outputs(*outputs) as temporaries:

@@ -48,16 +48,14 @@ class SearchOptions:
     def from_mapping(cls, values, source="options"):
         """Build checked options from a mapping (a workflow config block, parsed CLI flags).
 
-        Keys whose value is None take HMMER's default, so "not given" and "default" agree.
+        A key whose value is None or HMMER's default counts as not given, so a config that
+        spells every default out is the same as an empty one.
         """
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        defaults = {field.name: field.default for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(defaults))
         if unknown:
             raise GpuhmmError(source, f"unknown hmmsearch option(s): {', '.join(unknown)}")
-        given = {key: value for key, value in values.items() if value is not None}
-        for key in ("max", "nobias"):
-            if key in given and not given[key]:
-                del given[key]
+        given = {key: value for key, value in values.items() if value is not None and value != defaults[key]}
         options = cls(**given)
         options._check(source, given)
         return options

@@ -1,0 +1,28 @@
+# The two commands of the README. Each sets up what it needs on a fresh machine.
+#   make run    the workflow on the bundled test data (config/config.yaml) → results/
+#   make test   the test suite (CPU only; GPU tests skip themselves)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(CURDIR)/$(VENV)/bin
+
+.PHONY: run test clean
+
+run: $(VENV)/.installed
+	PATH="$(BIN):$$PATH" snakemake --cores all
+
+test: $(VENV)/.installed-test
+	PATH="$(BIN):$$PATH" python -m pytest
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf results .snakemake report.html

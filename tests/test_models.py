@@ -1,0 +1,63 @@
+"""Model shards: balanced by total length, input order restored by merge."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
+from gpuhmm.models import ModelShards, balance_by_length, read_models, split_models
+
+MODELS = DATA / "pfam-test.h3m.gz"
+
+
+def test_lpt_balance_is_within_one_model():
+    lengths = [model.M for model in read_models(MODELS)]
+    for shards in (2, 3, 5):
+        groups = balance_by_length(lengths, shards)
+        assert sorted(position for group in groups for position in group) == list(range(len(lengths)))
+        loads = [sum(lengths[position] for position in group) for group in groups]
+        assert max(loads) - min(loads) <= max(lengths)
+        assert all(group == sorted(group) for group in groups)
+
+
+def test_split_models_round_trip(tmp_path):
+    models = read_models(MODELS)
+    shards = split_models(MODELS, tmp_path, 3)
+    recovered = {}
+    for shard in shards.shards:
+        for position, model in zip(shard["positions"], read_models(tmp_path / shard["file"])):
+            recovered[position] = model
+    assert [recovered[position].name for position in range(len(models))] == [model.name for model in models]
+    assert all(recovered[position] == models[position] for position in range(len(models)))
+
+
+def test_changed_model_shard_is_refused(tmp_path):
+    split_models(MODELS, tmp_path, 2)
+    (tmp_path / "models-0000.h3m").write_bytes((tmp_path / "models-0001.h3m").read_bytes())
+    with pytest.raises(Exception, match="checksum"):
+        ModelShards.open(tmp_path).positions(tmp_path / "models-0000.h3m")
+
+
+def test_cli_pipeline_of_makedb_splitmodels_search_merge(tmp_path):
+    """The workflow's path, by hand: shard files, one search per model shard, merge in order."""
+    run_gpuhmm("makedb", "--shards", "3", DATA / "proteins.faa", tmp_path / "db")
+    run_gpuhmm("splitmodels", "--shards", "3", MODELS, tmp_path / "models")
+    hits = []
+    for index in (2, 0, 1):  # merge must not depend on the order it is given the files in
+        hits.append(tmp_path / f"{index}.hits")
+        run_gpuhmm("search", "--cut_ga", "--hits", hits[-1], tmp_path / "models" / f"models-{index:04d}.h3m", tmp_path / "db")
+    outputs = {kind: tmp_path / f"merged.{kind}" for kind in TABLES}
+    run_gpuhmm("merge", "--order", tmp_path / "models" / "manifest.json",
+               *[word for kind, path in outputs.items() for word in (f"--{kind}", path)], *hits)
+    for kind, path in outputs.items():
+        assert_tables_equal(path, GOLDEN / f"proteins.cut_ga.{kind}")
+
+
+def test_merge_refuses_missing_shard(tmp_path):
+    run_gpuhmm("makedb", DATA / "proteins.faa", tmp_path / "db")
+    run_gpuhmm("splitmodels", "--shards", "2", MODELS, tmp_path / "models")
+    run_gpuhmm("search", "--hits", tmp_path / "0.hits", tmp_path / "models" / "models-0000.h3m", tmp_path / "db")
+    process = run_gpuhmm("merge", "--order", tmp_path / "models" / "manifest.json", "--tblout", tmp_path / "t",
+                         tmp_path / "0.hits", check=False)
+    assert process.returncode == 1 and "missing" in process.stderr
+    assert not (tmp_path / "t").exists()

@@ -1,0 +1,50 @@
+"""hmmsearch's options: defaults, checks, and what reaches pyhmmer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhmm import GpuhmmError, SearchOptions
+
+
+def test_defaults_are_hmmer_defaults():
+    options = SearchOptions()
+    assert (options.E, options.domE, options.incE, options.incdomE) == (10.0, 10.0, 0.01, 0.01)
+    assert (options.F1, options.F2, options.F3, options.seed) == (0.02, 1e-3, 1e-5, 42)
+    assert options.command_line() == []
+
+
+def test_max_turns_every_filter_off():
+    arguments = SearchOptions.from_mapping({"max": True}).pipeline_arguments()
+    assert (arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"]) == (1.0, 1.0, 1.0, False)
+
+
+def test_cut_and_z_reach_pyhmmer():
+    arguments = SearchOptions.from_mapping({"cut": "tc", "Z": 1000}).pipeline_arguments()
+    assert arguments["bit_cutoffs"] == "trusted" and arguments["Z"] == 1000
+    assert SearchOptions().pipeline_arguments()["Z"] is None  # automatic: summed over shards by merge
+
+
+def test_spelled_out_defaults_count_as_not_given():
+    options = SearchOptions.from_mapping({"cut": "ga", "E": 10.0, "max": False, "T": None})
+    assert options.command_line() == ["--cut_ga"]
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"E": 0}, "-E must be a number > 0"),
+    ({"incdomE": -1.0}, "--incdomE must be a number > 0"),
+    ({"T": "x"}, "-T must be a number"),
+    ({"cut": "xx"}, "cut must be one of"),
+    ({"cut": "nc", "domT": 3.0}, "--cut_nc cannot be combined with --domT"),
+    ({"max": True, "nobias": True}, "--max cannot be combined with --nobias"),
+    ({"seed": -1}, "--seed must be an integer"),
+    ({"evalue": 1}, "unknown hmmsearch option"),
+])
+def test_bad_values_are_refused(values, message):
+    with pytest.raises(GpuhmmError, match=message):
+        SearchOptions.from_mapping(values, source="config hmmer")
+
+
+def test_command_line_round_trip():
+    options = SearchOptions.from_mapping({"E": 1e-5, "domZ": 50, "nobias": True, "seed": 7})
+    assert options.command_line() == ["-E", "1e-05", "--domZ", "50", "--nobias", "--seed", "7"]

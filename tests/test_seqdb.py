@@ -1,0 +1,102 @@
+"""The sequence database: Easel's parse kept exactly, balanced length-sorted shards, checksums."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pyhmmer
+import pytest
+
+from conftest import DATA
+from gpuhmm import GpuhmmError, makedb
+from gpuhmm.seqdb import SequenceDatabase
+
+PROTEINS = DATA / "proteins.faa"
+
+
+def _easel_records(path):
+    with pyhmmer.easel.SequenceFile(path, digital=True, alphabet=pyhmmer.easel.Alphabet.amino()) as handle:
+        return [(seq.name, seq.description, bytes(np.asarray(seq.sequence))) for seq in handle]
+
+
+def _database_records(database):
+    records = {}
+    for index in range(len(database.shards)):
+        shard = database.load_shard(index)
+        for i, position in enumerate(shard.source_index.tolist()):
+            start, end = shard.offsets[i], shard.offsets[i + 1]
+            records[position] = (shard.names[i], shard.descriptions[i], shard.residues[start:end].tobytes())
+    return [records[position] for position in range(len(records))]
+
+
+@pytest.mark.parametrize("shards", [1, 3, 8])
+def test_shards_hold_exactly_what_easel_reads(tmp_path, shards):
+    database = makedb(PROTEINS, tmp_path / "db", shards)
+    assert _database_records(database) == _easel_records(PROTEINS)
+    assert database.sequences == len(_easel_records(PROTEINS))
+
+
+def test_edge_cases_survive_the_round_trip(tmp_path):
+    fasta = tmp_path / "edge.faa"
+    fasta.write_text(
+        ">low lowercase\nmkvlaa\n>degenerate X B Z U O J\nMXBZUOJK\n>stop trailing star\nMKV*\n"
+        ">one\nM\n>empty\n>dup first\nMKVLA\n>dup second\nMKVLAW\n>wrapped\nMKV\nLAW\nQQ\n>tabs \ta\t b  \nMK\n"
+    )
+    database = makedb(fasta, tmp_path / "db", 2, alphabet="amino")
+    assert _database_records(database) == _easel_records(fasta)
+    lengths = sorted(length for *_, length in [(r[0], len(r[2])) for r in _database_records(database)])
+    assert lengths[0] == 0  # the empty record is kept: hmmsearch counts it in Z
+    assert database.sequences == 9
+
+
+def test_gzip_is_read_by_content_not_name(tmp_path):
+    packed = tmp_path / "proteins.fasta"  # compressed, without a .gz suffix
+    packed.write_bytes(gzip.compress(PROTEINS.read_bytes()))
+    assert _database_records(makedb(packed, tmp_path / "db", 2)) == _easel_records(PROTEINS)
+
+
+def test_shards_are_balanced_and_sorted_longest_first(tmp_path):
+    database = makedb(DATA / "heldout.faa", tmp_path / "db", 4)
+    residues = [info.residues for info in database.shards]
+    longest = max(len(r[2]) for r in _easel_records(DATA / "heldout.faa"))
+    assert max(residues) - min(residues) <= longest
+    for index in range(4):
+        lengths = database.load_shard(index).lengths
+        assert list(lengths) == sorted(lengths, reverse=True)
+    assert sum(residues) == database.residues
+
+
+def test_manifest_counts(tmp_path):
+    makedb(PROTEINS, tmp_path / "db", 2)
+    manifest = json.loads((tmp_path / "db" / "manifest.json").read_text())
+    records = _easel_records(PROTEINS)
+    assert manifest["sequences"] == len(records)
+    assert manifest["residues"] == sum(len(r[2]) for r in records)
+    assert manifest["alphabet"] == "amino"
+    assert len({shard["sha256"] for shard in manifest["shards"]}) == 2
+
+
+def test_stale_shard_is_refused(tmp_path):
+    makedb(PROTEINS, tmp_path / "db", 2)
+    makedb(DATA / "heldout.faa", tmp_path / "other", 2)
+    (tmp_path / "db" / "shard-0000.npz").write_bytes((tmp_path / "other" / "shard-0000.npz").read_bytes())
+    database = SequenceDatabase.open(tmp_path / "db")
+    with pytest.raises(GpuhmmError, match="stale or damaged"):
+        database.load_shard(0)
+    database.load_shard(1)
+
+
+def test_more_shards_than_sequences(tmp_path):
+    fasta = tmp_path / "two.faa"
+    fasta.write_text(">a\nMKV\n>b\nMKVL\n")
+    database = makedb(fasta, tmp_path / "db", 4, alphabet="amino")
+    assert [info.sequences for info in database.shards].count(0) == 2
+
+
+def test_undecidable_alphabet_asks_for_one(tmp_path):
+    fasta = tmp_path / "short.faa"
+    fasta.write_text(">a\nAC\n")
+    with pytest.raises(GpuhmmError, match="pass --alphabet"):
+        makedb(fasta, tmp_path / "db")
