@@ -69,6 +69,17 @@ def test_workflow_resumes_without_redoing_finished_shards(tmp_path):
     assert_tables_equal(tmp_path / "out" / "hits.tblout", GOLDEN / "proteins.defaults.tblout")
 
 
+def test_more_model_shards_than_models(tmp_path):
+    """An empty model shard is searched as nothing, and the tables stay hmmsearch's."""
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.read_text())
+    data.update(models=str(DATA / "pfam-tiny.hmm"), model_shards=4, db_shards=2)
+    config.write_text(yaml.safe_dump(data))
+    _snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
+    for kind in TABLES:
+        assert_tables_equal(tmp_path / "out" / f"hits.{kind}", GOLDEN / f"tiny_proteins.defaults.{kind}")
+
+
 def test_workflow_refuses_bad_config(tmp_path):
     config = _config(tmp_path, cut="ga", E=1.0)
     process = _snakemake(tmp_path, "--cores", "1", "--configfile", str(config), "-n", check=False)
@@ -103,7 +114,11 @@ def test_report_has_table_and_plot(tmp_path):
 
 
 def test_slurm_profile_dry_runs(tmp_path):
+    """The SLURM profile plans every job and asks a GPU for each search (conda left out here)."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
     config = _config(tmp_path)
-    _snakemake(tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config),
-               "--sdm", "env-modules", "-n")
+    plan = _snakemake(tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config),
+                      "--sdm", "env-modules", "-n").stdout
+    searches = [line for line in plan.splitlines() if "engine=--backend" in line]
+    assert len(searches) == 2
+    assert all("gpu=1" in line and "gpu_model=h100" in line and "cpus_per_task=16" in line for line in searches)

@@ -8,7 +8,7 @@ tables' name and accession columns are as wide as the longest name in the *whole
 write hmmsearch's bytes, each shard's list must hold exactly the hits hmmsearch would keep.
 
 A shard searched in file order with an automatic Z keeps P·j ≤ E, with j its rank inside the
-shard (j ≤ i): a superset. `keep_as_hmmsearch` drops the hits whose P·i > E. Merging the
+shard (j ≤ i): a superset. `as_hmmsearch_keeps` drops the hits whose P·i > E. Merging the
 shards then sums their Z to the database size and re-thresholds, as hmmsearch's end does.
 """
 
@@ -23,23 +23,19 @@ _Z_SET_BY_TARGETS = 0
 FILTER_COUNTS = ("n_past_msv", "n_past_bias", "n_past_vit", "n_past_fwd")
 
 
-def filter_counts(hits):
-    """The pipeline statistics hmmsearch prints (targets searched, passed each filter)."""
-    pipeline = hits.__getstate__()["pipeline"]
-    return {"nseqs": pipeline["nseqs"], **{name: pipeline[name] for name in FILTER_COUNTS}}
+def as_hmmsearch_keeps(hits, file_position):
+    """One shard's `hits` as hmmsearch (reading the file in order) would have kept them.
 
-
-def keep_as_hmmsearch(hits, file_position):
-    """`hits` of one shard, less those hmmsearch (read in file order) would never have kept.
-
-    `file_position(hit)` is the 1-based position of the hit's sequence in the database file.
-    Only an automatic Z with E-value reporting thresholds makes the kept list order-dependent;
-    otherwise `hits` is returned as it is.
+    Returns the hits, less those hmmsearch would never have kept, and the pipeline's
+    statistics (targets searched, passed each filter). `file_position(hit)` is the 1-based
+    position of the hit's sequence in the database file. Only an automatic Z with E-value
+    reporting thresholds makes the kept list depend on that position.
     """
     state = hits.__getstate__()
     pipeline = state["pipeline"]
+    counts = {"nseqs": pipeline["nseqs"], **{name: pipeline[name] for name in FILTER_COUNTS}}
     if not pipeline["by_E"] or pipeline["Z_setby"] != _Z_SET_BY_TARGETS:
-        return hits
+        return hits, counts
     ranked = list(hits)  # iteration follows state["hit"], the sorted order
     keep = [True] * state["N"]
     for rank, index in enumerate(state["hit"]):
@@ -47,7 +43,7 @@ def keep_as_hmmsearch(hits, file_position):
         # The same double arithmetic as p7_pli_TargetReportable: exp(lnP) * Z <= E.
         keep[index] = hit.pvalue * file_position(hit) <= pipeline["E"]
     if all(keep):
-        return hits
+        return hits, counts
     kept = [index for index in range(state["N"]) if keep[index]]
     renumber = {old: new for new, old in enumerate(kept)}
     state["unsrt"] = [state["unsrt"][index] for index in kept]
@@ -55,4 +51,4 @@ def keep_as_hmmsearch(hits, file_position):
     state["N"] = len(kept)
     trimmed = TopHits(hits.query)
     trimmed.__setstate__(state)
-    return trimmed
+    return trimmed, counts

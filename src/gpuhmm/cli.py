@@ -21,24 +21,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def _integer_at_least(minimum):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
-    return value
+_positive_int = _integer_at_least(1)
 
 
 def _real(text):
@@ -76,7 +72,7 @@ def _add_hmmer_options(parser):
     other = parser.add_argument_group("other (as hmmsearch)")
     other.add_argument("-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]")
     other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
-    other.add_argument("--seed", type=_non_negative_int, metavar="N", help="RNG seed, 0 for a random one [42]")
+    other.add_argument("--seed", type=_integer_at_least(0), metavar="N", help="RNG seed, 0 for a random one [42]")
 
 
 def _build_parser():

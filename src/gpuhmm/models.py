@@ -25,13 +25,18 @@ FORMAT = "gpuhmm-models/1"
 MANIFEST = "manifest.json"
 
 
-def read_models(path):
-    """All models of an HMMER2/3 text or binary file (gzip allowed), in file order."""
+def read_models(path, allow_empty=False):
+    """All models of an HMMER2/3 text or binary file (gzip allowed), in file order.
+
+    `allow_empty` admits an empty file: a model shard of a split into more shards than models.
+    """
     path = Path(path)
     if not path.exists():
         raise GpuhmmError(path, "model file not found")
     if path.is_dir():
         raise GpuhmmError(path, "is a directory, not an HMM file")
+    if allow_empty and path.is_file() and path.stat().st_size == 0:
+        return []
     source = None
     try:
         with contextlib.ExitStack() as stack:

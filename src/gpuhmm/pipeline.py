@@ -1,9 +1,10 @@
 """The search engine: (model group × database shard) tasks, each finished by pyhmmer's pipeline.
 
 Every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward → domains) on one
-database shard with E-values taken over the *whole* database (Z), so that a later
-`TopHits.merge` of the shards is exactly hmmsearch's result. The executor that runs the tasks
-is passed in (see `cluster`), which keeps this module free of Dask.
+database shard, keeping the hits hmmsearch would keep (see `_tophits`). Z is the user's `-Z`
+or, automatic, the shard's count, which `TopHits.merge` sums into the whole database's, so
+the merged shards are exactly hmmsearch's result. The executor that runs the tasks is
+passed in (see `cluster`), which keeps this module free of Dask.
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ import pyhmmer.plan7
 from . import _tophits
 from .errors import GpuhmmError
 from .models import balance_by_length
-
-BACKENDS = ("auto", "cpu", "gpu")
-
 
 @dataclasses.dataclass(frozen=True)
 class SearchTask:
@@ -102,11 +100,11 @@ def run_task(work):
     pipeline = pyhmmer.plan7.Pipeline(database.alphabet, **arguments)
     hits, counts = [], {}
     for model in models:
-        model_hits = pipeline.search_hmm(model, shard.block)
+        model_hits, model_counts = _tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, shard.block), shard.file_position)
         pipeline.clear()
-        for name, count in _tophits.filter_counts(model_hits).items():
+        hits.append(model_hits)
+        for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
-        hits.append(_tophits.keep_as_hmmsearch(model_hits, shard.file_position))
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts)
 
 

@@ -57,7 +57,8 @@ def hmmsearch(
     cpus = cpus or available_cpus()
     with DaskExecutor(scheduler, cpus) as executor, contextlib.ExitStack() as cleanup:
         started = time.perf_counter()
-        hmms = _read_models(models_file, options)
+        hmms = models.read_models(models_file, allow_empty=bool(hits_file))
+        models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
@@ -67,10 +68,11 @@ def hmmsearch(
         if model_shards is None:
             model_shards = -(-TASKS_PER_THREAD * cpus // len(database.shards))
         model_shards = max(1, min(model_shards, len(hmms)))
+        cluster = executor.describe()
         log.info(
             "%d model(s), %d nodes × %d sequence(s), %d residues in %d shard(s); %s backend; %s",
             len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues,
-            len(database.shards), backend, executor.describe(),
+            len(database.shards), backend, cluster,
         )
         result = pipeline.search(hmms, database, options, executor, model_shards)
         stages.append({"name": "search", "seconds": result.wall_seconds})
@@ -85,7 +87,7 @@ def hmmsearch(
             "program": "gpuhmm search",
             "command": command,
             "backend": backend,
-            "cluster": executor.describe(),
+            "cluster": cluster,
             "models_file": str(models_file),
             "sequences_file": str(sequences),
             "sequences": database.sequences,
@@ -150,30 +152,25 @@ def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfa
             "tasks": sum(run["tasks"] for run in runs),
             "cells": sum(run["cells"] for run in runs),
             "task_seconds": sum(run["task_seconds"] for run in runs),
-            "filters": {name: sum(run["filters"].get(name, 0) for run in runs) for name in runs[0]["filters"]},
+            "filters": {name: sum(run["filters"].get(name, 0) for run in runs)
+                        for name in dict.fromkeys(name for run in runs for name in run["filters"])},
             "models": merge.model_counts(merged),
             "stages": stage_list,
         })
     return merged
 
 
-def _read_models(models_file, options):
-    hmms = models.read_models(models_file)
-    models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
-    return hmms
-
-
 def _open_database(sequences, hmms, db_shards, cleanup):
     """A makedb directory as it is, or a FASTA file sharded into a temporary database."""
-    wanted = seqdb.alphabet_name(hmms[0].alphabet)
+    wanted = seqdb.alphabet_name(hmms[0].alphabet) if hmms else None
     path = Path(sequences)
     if path.is_dir() or path.name == seqdb.MANIFEST:
         database = seqdb.SequenceDatabase.open(path)
-        if database.alphabet_name != wanted:
+        if wanted and database.alphabet_name != wanted:
             raise GpuhmmError(path, f"alphabet mismatch: the database is {database.alphabet_name}, the models are {wanted}")
         return database
     guessed = seqdb.guess_alphabet(path)
-    if guessed is not None and guessed != wanted:
+    if wanted and guessed and guessed != wanted:
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
-    return seqdb.makedb(path, workdir, db_shards, alphabet=wanted)
+    return seqdb.makedb(path, workdir, db_shards, alphabet=wanted or guessed)
