@@ -13,7 +13,16 @@ database. Importing gpuhmm needs neither CUDA nor Dask.
 from ._version import __version__
 from .errors import GpuhmmError
 from .options import SearchOptions
-from .seqdb import SequenceDatabase, makedb
+
+
+def __getattr__(name):
+    # The database API loads numpy and pyhmmer; importing it lazily lets the CLI start its
+    # Dask cluster first, while those load.
+    if name in ("SequenceDatabase", "makedb"):
+        from . import seqdb
+
+        return getattr(seqdb, name)
+    raise AttributeError(f"module 'gpuhmm' has no attribute {name!r}")
 
 
 def hmmsearch(models_file, sequences, options=SearchOptions(), **keywords):

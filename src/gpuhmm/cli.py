@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 
@@ -121,7 +122,7 @@ def _build_parser():
 
 
 def _search(args, command):
-    from .runner import hmmsearch
+    from .cluster import DaskExecutor, available_cpus
 
     options = SearchOptions.from_mapping(
         {name: getattr(args, name) for name in (
@@ -129,12 +130,16 @@ def _search(args, command):
             "Z", "domZ", "F1", "F2", "F3", "max", "nobias", "seed")},
         source="gpuhmm search",
     )
+    # Dask takes longer to import and start than everything else: start it first.
+    executor = DaskExecutor(args.scheduler, args.cpu or available_cpus())
+    from .runner import hmmsearch
+
     hmmsearch(
         args.hmmfile, args.seqfile, options,
         tblout=args.tblout, domtblout=args.domtblout, pfamtblout=args.pfamtblout,
         domains=args.domains, summary=args.summary, summary_tsv=args.summary_tsv, hits_file=args.hits,
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
-        db_shards=args.db_shards, model_shards=args.model_shards, command=command,
+        db_shards=args.db_shards, model_shards=args.model_shards, command=command, executor=executor,
     )
 
 
@@ -186,3 +191,14 @@ def main(argv=None):
         print(f"gpuhmm {args.command}: interrupted; no tables were written", file=sys.stderr)
         return 130
     return 0
+
+
+def run():
+    """The console script: `main`, then exit without the interpreter's slow teardown.
+
+    Every output is closed and the Dask cluster shut down by the time `main` returns.
+    """
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

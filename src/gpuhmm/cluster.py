@@ -9,6 +9,7 @@ core: tasks share the resident database shards and nothing is pickled.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -18,6 +19,21 @@ log = logging.getLogger("gpuhmm")
 
 #: How often a long search reports progress, at most.
 PROGRESS_SECONDS = 10.0
+
+#: The in-process worker shares the GIL with pyhmmer's threads. Dask's statistical profiler
+#: (a stack walk of every thread each 10 ms) and its 20 ms event-loop tick would take it
+#: from them all run long; tasks last seconds, so coarse housekeeping loses nothing.
+QUIET_WORKER = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+
+
+def available_cpus():
+    """The cores this process may run on (a batch job's allocation, not the whole node)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class DaskExecutor:
@@ -38,11 +54,13 @@ class DaskExecutor:
 
     def _start(self):
         try:
+            import dask
             import distributed
 
             if self.scheduler:
                 self._client = distributed.Client(self.scheduler, timeout="30s")
             else:
+                dask.config.set(QUIET_WORKER)
                 self._cluster = distributed.LocalCluster(
                     n_workers=1,
                     threads_per_worker=self.workers,

@@ -87,6 +87,28 @@ def balance_by_length(lengths, shards):
     return [sorted(group) for group in groups]
 
 
+def guided_groups(lengths, slots, finest=8):
+    """Model groups that shrink as the work runs out, for `slots` parallel workers.
+
+    Guided self-scheduling: each group takes 1/(2·slots) of the length left, longest models
+    first, down to 1/(finest·slots) of the whole. Early groups are big (few tasks, little
+    overhead); the last are small, so no worker idles long at the end.
+    """
+    total = sum(lengths)
+    smallest = total / (finest * slots)
+    groups, group, size, left = [], [], 0, total
+    for position in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        group.append(position)
+        size += lengths[position]
+        if size >= max(left / (2 * slots), smallest):
+            groups.append(sorted(group))
+            left -= size
+            group, size = [], 0
+    if group:
+        groups.append(sorted(group))
+    return groups
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelShards:
     """An opened model-shard directory."""

@@ -18,7 +18,7 @@ import pyhmmer.plan7
 
 from . import _tophits
 from .errors import GpuhmmError
-from .models import balance_by_length
+from .models import balance_by_length, guided_groups
 
 @dataclasses.dataclass(frozen=True)
 class SearchTask:
@@ -56,26 +56,34 @@ def resolve_backend(requested):
     return "cpu"
 
 
-def plan_tasks(models, database, model_groups):
-    """Tasks covering every (model, non-empty shard) pair once, largest first."""
-    groups = [group for group in balance_by_length([model.M for model in models], model_groups) if group]
+def plan_tasks(models, database, model_groups, slots):
+    """Tasks covering every (model, non-empty shard) pair once, largest first.
+
+    `model_groups` equal groups balanced by length, or None for groups that shrink towards
+    the end of the run (guided scheduling over `slots` workers).
+    """
+    lengths = [model.M for model in models]
+    shards = [index for index, info in enumerate(database.shards) if info.sequences]
+    if model_groups:
+        groups = [group for group in balance_by_length(lengths, model_groups) if group]
+    else:
+        groups = guided_groups(lengths, max(1, -(-slots // len(shards))))
     tasks = []
     for group in groups:
-        nodes = sum(models[position].M for position in group)
-        for shard, info in enumerate(database.shards):
-            if info.sequences:
-                tasks.append(SearchTask(tuple(group), shard, nodes * info.residues))
+        nodes = sum(lengths[position] for position in group)
+        for shard in shards:
+            tasks.append(SearchTask(tuple(group), shard, nodes * database.shards[shard].residues))
     tasks.sort(key=lambda task: -task.cells)
     return tasks
 
 
-def search(models, database, options, executor, model_groups):
+def search(models, database, options, executor, model_groups=None, slots=1):
     """Search `models` against every shard of `database` on `executor`.
 
     `executor.run(function, items, cells)` must yield each function(item) as it completes.
     """
     started = time.perf_counter()
-    tasks = plan_tasks(models, database, model_groups)
+    tasks = plan_tasks(models, database, model_groups, slots)
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
@@ -97,7 +105,7 @@ def run_task(work):
     task, models, database, arguments = work
     started = time.perf_counter()
     shard = _resident_shard(database, task.shard)
-    pipeline = pyhmmer.plan7.Pipeline(database.alphabet, **arguments)
+    pipeline = _thread_pipeline(database.alphabet, arguments)
     hits, counts = [], {}
     for model in models:
         model_hits, model_counts = _tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, shard.block), shard.file_position)
@@ -106,6 +114,22 @@ def run_task(work):
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts)
+
+
+_per_thread = threading.local()
+
+
+def _thread_pipeline(alphabet, arguments):
+    """One pyhmmer Pipeline per worker thread and option set, reused across tasks.
+
+    A new Pipeline allocates its background and DP matrices; at a few ms each, that would
+    make fine-grained tasks (the ones that balance well) cost more than they gain.
+    """
+    key = (str(alphabet), tuple(sorted(arguments.items())))
+    cache = _per_thread.__dict__.setdefault("pipelines", {})
+    if key not in cache:
+        cache[key] = pyhmmer.plan7.Pipeline(alphabet, **arguments)
+    return cache[key]
 
 
 class _ResidentShard:

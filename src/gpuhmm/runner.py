@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from . import merge, models, pipeline, seqdb
-from .cluster import DaskExecutor
+from .cluster import DaskExecutor, available_cpus
 from .errors import GpuhmmError
 from .options import SearchOptions
 
 log = logging.getLogger("gpuhmm")
-
-#: Model groups per worker thread when the user does not choose: enough tasks that the
-#: last ones to finish are short, few enough that per-task overhead stays negligible.
-TASKS_PER_THREAD = 4
-
-
-def available_cpus():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
 
 def hmmsearch(
     models_file,
@@ -47,15 +37,18 @@ def hmmsearch(
     db_shards=1,
     model_shards=None,
     command="gpuhmm search",
+    executor=None,
 ):
     """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
 
     Returns the merged `TopHits` of each model in file order; writes the requested outputs.
+    `executor` is a `DaskExecutor` already starting (the CLI starts it before its imports).
     """
     stages = []
-    backend = pipeline.resolve_backend(backend)
     cpus = cpus or available_cpus()
-    with DaskExecutor(scheduler, cpus) as executor, contextlib.ExitStack() as cleanup:
+    executor = executor or DaskExecutor(scheduler, cpus)
+    with executor, contextlib.ExitStack() as cleanup:
+        backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
@@ -65,16 +58,15 @@ def hmmsearch(
         database = _open_database(sequences, hmms, db_shards, cleanup)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
 
-        if model_shards is None:
-            model_shards = -(-TASKS_PER_THREAD * cpus // len(database.shards))
-        model_shards = max(1, min(model_shards, len(hmms)))
+        if model_shards is not None:
+            model_shards = max(1, min(model_shards, len(hmms)))
         cluster = executor.describe()
         log.info(
             "%d model(s), %d nodes × %d sequence(s), %d residues in %d shard(s); %s backend; %s",
             len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues,
             len(database.shards), backend, cluster,
         )
-        result = pipeline.search(hmms, database, options, executor, model_shards)
+        result = pipeline.search(hmms, database, options, executor, model_shards, slots=cpus)
         stages.append({"name": "search", "seconds": result.wall_seconds})
 
         started = time.perf_counter()
@@ -94,7 +86,7 @@ def hmmsearch(
             "residues": database.residues,
             "Z": options.Z or database.sequences,
             "db_shards": len(database.shards),
-            "model_shards": model_shards,
+            "model_shards": model_shards or "guided",
             "tasks": result.tasks,
             "cells": result.cells,
             "task_seconds": result.task_seconds,
