@@ -119,9 +119,9 @@ class DaskExecutor:
             yield result
 
     def close(self):
-        client = self.client() if self._error is None else None
-        if client is not None:
-            client.close()
+        self._starting.join()
+        if self._client is not None:
+            self._client.close()
         if self._cluster is not None:
             self._cluster.close()
 
@@ -129,6 +129,5 @@ class DaskExecutor:
         return self
 
     def __exit__(self, *exc):
-        self._starting.join()
         self.close()
         return False

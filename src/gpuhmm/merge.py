@@ -1,8 +1,9 @@
 """The reduce step: merge per-shard hits and write HMMER's tables, a domain table and a summary.
 
-`TopHits.merge` of shards searched with the whole database's Z gives hmmsearch's own hits
-(domZ is recomputed after the merged re-thresholding). The table bodies are pyhmmer's
-writers, byte-identical to hmmsearch's; only the footer names gpuhmm.
+`TopHits.merge` sums the shards' automatic Z into the database size (or checks that a `-Z`
+agrees), re-thresholds, and recomputes domZ: the result is hmmsearch's own hit list. The
+table bodies are pyhmmer's writers, byte-identical to hmmsearch's; only the footer names
+gpuhmm.
 """
 
 from __future__ import annotations
