@@ -67,9 +67,6 @@ class SequenceShard:
     descriptions: list
     source_index: np.ndarray  # int64: position of each sequence in the FASTA file
 
-    def __len__(self):
-        return len(self.names)
-
     @property
     def lengths(self):
         return np.diff(self.offsets)
@@ -265,7 +262,8 @@ def _write_shard(path, members):
     names, name_offsets = _pack([name.encode() for _, name, _, _ in members])
     descriptions, description_offsets = _pack([description.encode() for *_, description in members])
     arrays = dict(
-        residues=np.concatenate([residues for _, _, residues, _ in members] or [np.zeros(0, np.uint8)]).astype(np.uint8),
+        residues=np.concatenate([residues for _, _, residues, _ in members], dtype=np.uint8, casting="no")
+        if members else np.zeros(0, np.uint8),
         offsets=offsets,
         names=names,
         name_offsets=name_offsets,
@@ -273,10 +271,11 @@ def _write_shard(path, members):
         description_offsets=description_offsets,
         source_index=np.array([position for position, *_ in members], dtype=np.int64),
     )
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
     with atomic_outputs(path) as (temporary,):
-        with open(temporary, "wb") as handle:
-            np.savez(handle, **arrays)
-    data = path.read_bytes()
+        temporary.write_bytes(data)
     return ShardInfo(
         file=path.name,
         sequences=len(members),
