@@ -67,3 +67,52 @@ def assert_tables_equal(produced, expected):
 
 
 TABLES = ("tblout", "domtblout", "pfamtblout")
+
+
+def _gpu_present():
+    try:
+        from gpuhmm import gpu
+    except Exception:  # no CuPy, or CuPy without a CUDA driver
+        return False
+    return gpu.device_count() > 0
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if "gpu" in item.keywords]
+    if marked and not _gpu_present():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy")
+        for item in marked:
+            item.add_marker(skip)
+
+
+def msv_filter_scores(hmm, sequences):
+    """pyhmmer's `OptimizedProfile.msv_filter` (HMMER's p7_MSVFilter) per sequence; NaN if empty."""
+    import numpy as np
+    import pyhmmer
+
+    background = pyhmmer.plan7.Background(hmm.alphabet)
+    profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
+    profile.configure(hmm, background, L=400)
+    optimized = profile.to_optimized()
+    scores = np.full(len(sequences), np.nan, dtype=np.float32)
+    undecided = np.zeros(len(sequences), dtype=bool)
+    for index, sequence in enumerate(sequences):
+        if len(sequence):
+            optimized.L = len(sequence)
+            scores[index] = optimized.msv_filter(sequence)
+            ssv = optimized.ssv_filter(sequence)
+            undecided[index] = ssv is None or ssv != ssv
+    return scores, undecided
+
+
+def filter_shard(sequences):
+    """A prefilter shard of pyhmmer digital sequences, in the given order."""
+    import numpy as np
+    from gpuhmm import msv, prefilter
+
+    pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+    terms = msv.LengthTerms.for_lengths(sequences[0].alphabet, lengths)
+    return prefilter.FilterShard.from_sequences(residues, offsets, terms)

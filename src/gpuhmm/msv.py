@@ -1,0 +1,170 @@
+"""HMMER 3.4's first filter stage (`p7_MSVFilter`, which runs `p7_SSVFilter` first) on the host.
+
+The kernels (GPU, or the numpy reference in `reference`) return raw integers per (model,
+sequence); this module turns them into exactly what HMMER decides, so both engines share it:
+
+* SSV: the best diagonal score `T` in HMMER's unsigned-byte units above the begin level
+  (HMMER's signed `xE` is `T + 128`). `ssvfilter.c` then either knows the answer (a score, or an
+  overflow that the MSV filter would also hit) or says that full MSV must decide.
+* MSV: the final `xJ` byte, or `MSV_OVERFLOW` where `xE + bias` reached 255.
+* F1: `p7_Pipeline`'s P-value, `esl_gumbel_surv((usc − nullsc)/ln 2, μ, λ)`, in HMMER's float
+  and double steps, compared with F1.
+
+The per-length terms (`tjb`, the null1 score) come from pyhmmer itself, so no float32 log
+needs to match glibc's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyhmmer.easel
+import pyhmmer.plan7
+
+#: Kernel output for a sequence whose MSV score overflowed (HMMER returns +inf: it passes).
+MSV_OVERFLOW = -1
+
+#: Decisions of `ssv_outcome`.
+SSV_SCORED, SSV_OVERFLOW, SSV_UNDECIDED = 0, 1, 2
+
+#: Rows of the emission tables past the alphabet's Kp: warp-block padding and end of sequence.
+PAD_CODE, END_CODE = 29, 30
+TABLE_ROWS = 31
+
+
+@dataclasses.dataclass(frozen=True)
+class MsvModel:
+    """One model's MSV parameters, as HMMER's optimized profile holds them.
+
+    `costs[x, k]` is `rbv` un-striped: the biased byte cost of residue x at node k+1.
+    """
+
+    name: str
+    M: int
+    costs: np.ndarray  # uint8 (Kp, M)
+    bias: int
+    base: int
+    scale: float  # float32 value of scale_b
+    tbm: int
+    tec: int
+    mu: float  # MSV Gumbel location (MMU), float32
+    lam: float  # MSV Gumbel slope (MLAMBDA), float32
+
+    @classmethod
+    def from_hmm(cls, hmm, background):
+        profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
+        profile.configure(hmm, background, L=400)
+        optimized = profile.to_optimized()
+        striped = np.asarray(optimized.rbv)
+        quads = striped.shape[1] // 16
+        nodes = np.arange(hmm.M)
+        costs = np.ascontiguousarray(striped[:, (nodes % quads) * 16 + nodes // quads])
+        parameters = list(hmm.evalue_parameters.as_vector())
+        return cls(
+            name=hmm.name, M=hmm.M, costs=costs, bias=optimized.bias_b, base=optimized.base_b,
+            scale=optimized.scale_b, tbm=optimized.tbm, tec=optimized.tec,
+            mu=parameters[0], lam=parameters[1],
+        )
+
+
+def msv_models(hmms):
+    background = pyhmmer.plan7.Background(hmms[0].alphabet) if hmms else None
+    return [MsvModel.from_hmm(hmm, background) for hmm in hmms]
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthTerms:
+    """`tjb` and the null1 score for each target length, from pyhmmer (exactly HMMER's floats)."""
+
+    lengths: np.ndarray  # sorted distinct lengths
+    tjb: np.ndarray  # uint8
+    null1: np.ndarray  # float32 nats
+
+    @classmethod
+    def for_lengths(cls, alphabet, lengths):
+        lengths = np.unique(np.asarray(lengths, dtype=np.int64))
+        background = pyhmmer.plan7.Background(alphabet)
+        probe = _length_probe(alphabet, background)
+        tjb = np.zeros(len(lengths), dtype=np.uint8)
+        null1 = np.zeros(len(lengths), dtype=np.float32)
+        for index, length in enumerate(lengths.tolist()):
+            if length == 0:  # the pipeline skips empty targets
+                continue
+            probe.L = length
+            background.L = length
+            tjb[index] = probe.tjb
+            # null1 reads only the length; the residues are placeholders.
+            null1[index] = background.null1(pyhmmer.easel.DigitalSequence(alphabet, sequence=bytes(length)))
+        return cls(lengths, tjb, null1)
+
+    def lookup(self, lengths):
+        where = np.searchsorted(self.lengths, lengths)
+        return self.tjb[where], self.null1[where]
+
+
+def _length_probe(alphabet, background):
+    """Any optimized profile: `tjb` depends only on the target length."""
+    hmm = pyhmmer.plan7.HMM.sample(alphabet, 2, pyhmmer.easel.Randomness(1))
+    profile = pyhmmer.plan7.Profile(2, alphabet)
+    profile.configure(hmm, background, L=400)
+    return profile.to_optimized()
+
+
+def ssv_outcome(model, best, tjb):
+    """`p7_SSVFilter`'s answer from the kernel's best diagonal score (arrays over sequences).
+
+    Returns (decision, xJ): xJ is the final J byte where the decision is SSV_SCORED.
+    """
+    best = best.astype(np.int64)
+    tjbm = tjb.astype(np.int64) + model.tbm
+    decision = np.full(best.shape, SSV_SCORED, dtype=np.int8)
+    unsafe = tjbm + model.tec + model.bias >= 127
+    overflow = best + 128 >= 255 - model.bias
+    certain = model.base - tjbm >= 128
+    decision[overflow] = np.where(certain[overflow], SSV_OVERFLOW, SSV_UNDECIDED)
+    x_e = best + model.base - tjbm
+    decision[~overflow & (x_e >= 255 - model.bias)] = SSV_OVERFLOW
+    x_j = x_e - model.tec
+    scored = decision == SSV_SCORED
+    decision[scored & (x_j > model.base)] = SSV_UNDECIDED
+    decision[unsafe] = SSV_UNDECIDED
+    return decision, x_j
+
+
+def scores_from_xj(model, x_j, tjb):
+    """HMMER's float steps: ((float)(xJ − tjb) − (float)base) / scale_b − 3.0, in nats."""
+    numerator = (x_j.astype(np.int64) - tjb).astype(np.float32) - np.float32(model.base)
+    return (numerator / np.float32(model.scale) - np.float32(3.0)).astype(np.float32)
+
+
+def msv_scores(model, best, tjb, msv_xj=None):
+    """`p7_MSVFilter` scores (nats, +inf on overflow) for SSV bests and, where SSV cannot
+    decide, the full MSV kernel's xJ (`msv_xj`, MSV_OVERFLOW for an overflow).
+
+    Returns (scores, undecided mask). Without `msv_xj`, undecided entries are NaN.
+    """
+    decision, x_j = ssv_outcome(model, best, tjb)
+    scores = scores_from_xj(model, x_j, tjb)
+    scores[decision == SSV_OVERFLOW] = np.inf
+    undecided = decision == SSV_UNDECIDED
+    if msv_xj is None:
+        scores[undecided] = np.nan
+    else:
+        full = msv_xj[undecided].astype(np.int64)
+        full_scores = scores_from_xj(model, full, tjb[undecided])
+        full_scores[full == MSV_OVERFLOW] = np.inf
+        scores[undecided] = full_scores
+    return scores, undecided
+
+
+def f1_pvalues(model, scores, null1):
+    """The P-value `p7_Pipeline` compares with F1, in its own float/double steps."""
+    bits = ((scores - null1).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)
+    y = np.float64(model.lam) * (bits.astype(np.float64) - np.float64(model.mu))
+    with np.errstate(over="ignore", invalid="ignore"):
+        ey = -np.exp(-y)
+        pvalues = np.where(np.abs(ey) < 5e-9, -ey, 1.0 - np.exp(ey))
+    pvalues[np.isposinf(scores)] = 0.0
+    return pvalues

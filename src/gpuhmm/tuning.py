@@ -1,0 +1,73 @@
+"""Kernel choices as data: one table per GPU generation (CUDASW++4.0's habit), read by `choose`.
+
+CUDAMPF++ §3.4: prefer the kernel with the most sequences per warp (S) whose coverage
+L·W·H_max (L = 32/S threads per sequence, W cells per word) still holds the model (Eq. 4),
+then the fewest words per thread H that do (Eq. 5), rounded up to a whole 4-byte table
+unit. Past `single_above` nodes the single-sequence kernel (CUDAMPF, S = 1) takes over
+(§3.4.2), with H as large as the model needs. The 64- and 128-lane kernels are replaced by the
+32-lane one for all small models (the §3.4.2 small-model rule), so S ≤ 32 here.
+
+`arithmetic` names the lane arithmetic: "dpx16" is 16-bit lanes on Hopper's DPX min/max-add
+instructions, "simd8" CUDAMPF's four 8-bit lanes per register for GPUs without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .warpblocks import Striping
+
+SEQUENCES_PER_WARP = (32, 16, 8, 4, 2)
+
+#: Measured choices (see benchmarks/results/kernels-*.json); keys are compute capabilities,
+#: and a GPU uses the newest table not newer than itself.
+TABLES = {
+    90: {
+        "arithmetic": "dpx16",
+        "ssv": {"h_max": 40, "single_above": 1280, "warps_per_sm": 16},
+        "msv": {"h_max": 40, "single_above": 1280, "warps_per_sm": 16},
+    },
+    70: {
+        "arithmetic": "simd8",
+        "ssv": {"h_max": 48, "single_above": 2560, "warps_per_sm": 16},
+        "msv": {"h_max": 44, "single_above": 2560, "warps_per_sm": 16},
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelChoice:
+    stage: str  # "ssv" or "msv"
+    arithmetic: str
+    striping: Striping
+
+
+def table_for(compute_capability):
+    usable = [cc for cc in TABLES if cc <= compute_capability]
+    if not usable:
+        raise ValueError(f"no kernel table for compute capability {compute_capability}")
+    return TABLES[max(usable)]
+
+
+def cell_layout(arithmetic, stage):
+    """(W cells per word, bytes per table cell)."""
+    if arithmetic == "simd8":
+        return 4, 1
+    return 2, (1 if stage == "ssv" else 2)
+
+
+def choose(M, stage, compute_capability):
+    table = table_for(compute_capability)
+    arithmetic = table["arithmetic"]
+    limits = table[stage]
+    W, cell_bytes = cell_layout(arithmetic, stage)
+    unit = 4 // (W * cell_bytes)
+    S = 1
+    if M <= limits["single_above"]:
+        for candidate in SEQUENCES_PER_WARP:
+            if (32 // candidate) * W * limits["h_max"] >= M:
+                S = candidate
+                break
+    lanes = (32 // S) * W
+    H = max(2, -(-M // (lanes * unit)) * unit)
+    return KernelChoice(stage, arithmetic, Striping(S=S, H=H, W=W, cell_bytes=cell_bytes))

@@ -1,0 +1,226 @@
+"""The data layouts the MSV/SSV kernels read: warp sequence blocks and striped cost tables.
+
+Warp sequence blocks (CUDAMPF++ §3.2, Algorithm 1). A warp aligns S sequences at once, one per
+group of 32/S threads. Sequences are dealt longest first into N·S columns, each to the column
+that is shortest so far (the greedy packing of Algorithm 1, with its `maxLen` test reduced to
+its effect: no column grows past the others while a shorter one exists). Each sequence is
+followed by END ('@'); each warp's S columns are padded with PAD ('#') to the warp's height,
+a multiple of 4. Column c of warp w, residue row r, lives at byte
+
+    block_start[w] + (r // R) * 128 + c * R + r % R,       R = 128 / S,
+
+so one 128-byte row holds R consecutive residues of every column: a thread reads its column
+four residues at a time, and a warp's reads of a row coalesce into one transaction.
+
+Striped cost tables. A thread holds H words of W cells (W = 2 for 16-bit lanes, 4 for 8-bit).
+Lane z = w·L + t (subword w of thread t, L threads per sequence) holds nodes k = z·H + h + 1,
+h = 0..H-1: HMMER's striping with 2L or 4L vector lanes instead of 16, so the diagonal
+predecessor of word 0 is word H−1 one lane down (a warp shuffle). A table row (one residue)
+is stored as 16-byte chunks, chunk j of thread t at (j·L + t)·16, so each thread fetches
+its cells for 16/(W·bytes) words with one 128-bit load and a group's loads are contiguous;
+words that do not fill a chunk follow in 4-byte units, so H need only fill whole units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+
+import numpy as np
+
+from .msv import END_CODE, PAD_CODE, TABLE_ROWS
+
+ROW_BYTES = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpBlocks:
+    """A database shard laid out for warps that align `S` sequences each."""
+
+    S: int
+    data: np.ndarray  # uint8, all warps' blocks end to end
+    block_start: np.ndarray  # int64 per warp: byte offset of its block
+    heights: np.ndarray  # int32 per warp: residue rows
+    column_start: np.ndarray  # int32 per column (warp·S + c): first entry in `column_sequences`
+    column_sequences: np.ndarray  # int32: sequence indices, column by column, in row order
+    residues: int
+
+    @property
+    def warps(self):
+        return len(self.heights)
+
+    @property
+    def padding_ratio(self):
+        """Padding ('#' and '@') per real residue, as in CUDAMPF++ Table 2."""
+        return (int(self.heights.sum()) * self.S - self.residues) / max(1, self.residues)
+
+    @property
+    def balance(self):
+        """Tallest warp block over the mean height: 1.0 is a perfect balance."""
+        return float(self.heights.max() / max(1e-9, self.heights.mean())) if self.warps else 1.0
+
+
+def build_warp_blocks(residues, offsets, S, warps):
+    """Lay out sequences (`residues` end to end, `offsets` n + 1) for `warps` warps of S columns.
+
+    Sequences of length zero are left out: HMMER's pipeline skips them.
+    """
+    if ROW_BYTES % S or ROW_BYTES // S < 4:
+        raise ValueError(f"S={S}: a row holds 128/S residues per column, at least 4")
+    lengths = np.diff(offsets).astype(np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    order = order[lengths[order] > 0]
+    columns = warps * S
+    heap = [(0, column) for column in range(columns)]
+    members = [[] for _ in range(columns)]
+    for index in order.tolist():
+        used, column = heapq.heappop(heap)
+        members[column].append(index)
+        heapq.heappush(heap, (used + int(lengths[index]) + 1, column))
+    heights_by_column = np.zeros(columns, dtype=np.int64)
+    for used, column in heap:
+        heights_by_column[column] = used
+    heights = -(-heights_by_column.reshape(warps, S).max(axis=1) // 4) * 4
+    per_row = ROW_BYTES // S
+    block_bytes = -(-heights // per_row) * ROW_BYTES
+    block_start = np.concatenate([[0], np.cumsum(block_bytes)])
+    data = np.full(int(block_start[-1]), PAD_CODE, dtype=np.uint8)
+    for column in range(columns):
+        rows = _column_rows(residues, offsets, members[column])
+        if not len(rows):
+            continue
+        warp, c = divmod(column, S)
+        r = np.arange(len(rows))
+        data[block_start[warp] + (r // per_row) * ROW_BYTES + c * per_row + r % per_row] = rows
+    counts = np.array([len(m) for m in members], dtype=np.int64)
+    return WarpBlocks(
+        S=S, data=data, block_start=block_start[:-1].astype(np.int64),
+        heights=heights.astype(np.int32),
+        column_start=np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+        column_sequences=np.array([i for m in members for i in m], dtype=np.int32),
+        residues=int(lengths.sum()),
+    )
+
+
+def _column_rows(residues, offsets, indices):
+    pieces = []
+    for index in indices:
+        pieces.append(residues[offsets[index]:offsets[index + 1]])
+        pieces.append(np.array([END_CODE], dtype=np.uint8))
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Striping:
+    """How one kernel specialization lays a model over a warp's threads."""
+
+    S: int  # sequences per warp
+    H: int  # words per thread
+    W: int  # cells per word: 2 (16-bit lanes) or 4 (8-bit lanes)
+    cell_bytes: int  # bytes per cell in the cost table: 1 or 2
+
+    @property
+    def L(self):
+        return 32 // self.S
+
+    @property
+    def lanes(self):
+        return self.L * self.W
+
+    @property
+    def nodes(self):
+        return self.lanes * self.H
+
+    @property
+    def words_per_chunk(self):
+        return 16 // (self.W * self.cell_bytes)
+
+    @property
+    def words_per_unit(self):
+        return 4 // (self.W * self.cell_bytes)
+
+    @property
+    def chunks(self):
+        return self.H // self.words_per_chunk
+
+    @property
+    def units(self):
+        return (self.H - self.chunks * self.words_per_chunk) // self.words_per_unit
+
+    @property
+    def row_bytes(self):
+        return self.nodes * self.cell_bytes
+
+
+def node_of(striping, t, w, h):
+    """The model node (1-based) that thread t, subword w, word h holds."""
+    return (w * striping.L + t) * striping.H + h + 1
+
+
+def table_words(striping):
+    """Word index h of each table cell in storage order, shaped (groups, L, words, W).
+
+    Storage is 16-byte chunks, chunk j of thread t at (j·L + t)·16, then 4-byte units for
+    the words left over, unit u of thread t at chunks·L·16 + (u·L + t)·4.
+    """
+    s = striping
+    regions = []
+    for count, words, first in ((s.chunks, s.words_per_chunk, 0),
+                                (s.units, s.words_per_unit, s.chunks * s.words_per_chunk)):
+        group = np.arange(count)[:, None, None, None]
+        word = np.arange(words)[None, None, :, None]
+        h = first + group * words + word + np.zeros((1, s.L, 1, s.W), dtype=np.int64)
+        regions.append(h)
+    return regions
+
+
+def stripe_table(values, striping, fill):
+    """`values` (rows, M) per node → the striped table bytes (rows, row_bytes), `fill` past M."""
+    s = striping
+    if s.H % s.words_per_unit:
+        raise ValueError(f"H={s.H} does not fill whole 4-byte table units")
+    rows, M = values.shape
+    if M > s.nodes:
+        raise ValueError(f"model of {M} nodes does not fit {s.nodes} lanes×words")
+    dtype = np.int16 if s.cell_bytes == 2 else values.dtype
+    padded = np.full((rows, s.nodes), fill, dtype=dtype)
+    padded[:, :M] = values
+    t = np.arange(s.L)[None, :, None, None]
+    w = np.arange(s.W)[None, None, None, :]
+    order = np.concatenate([((w * s.L + t) * s.H + h).reshape(-1) for h in table_words(s)])
+    return np.ascontiguousarray(padded[:, order]).view(np.uint8).reshape(rows, s.row_bytes)
+
+
+def cost_rows(model, arithmetic, stage):
+    """The per-residue cell increments a kernel adds, as values (TABLE_ROWS, M).
+
+    16-bit lanes add `bias − cost`. SSV needs only int8: its scores stay below 127 − bias
+    until an overflow has been flagged, so a clamp at −128 still floors them at 0. 8-bit lanes
+    take HMMER's biased costs as they are.
+    """
+    costs = model.costs.astype(np.int16)
+    if arithmetic == "simd8":
+        table = np.full((TABLE_ROWS, model.M), 255, dtype=np.uint8)
+        table[: costs.shape[0]] = model.costs
+        return table, np.uint8(255)
+    gain = model.bias - costs
+    if stage == "ssv":
+        table = np.full((TABLE_ROWS, model.M), -128, dtype=np.int8)
+        table[: costs.shape[0]] = np.maximum(gain, -128)
+        return table, np.int8(-128)
+    table = np.full((TABLE_ROWS, model.M), -255, dtype=np.int16)
+    table[: costs.shape[0]] = gain
+    return table, np.int16(-255)
+
+
+def model_tables(models, striping_for, arithmetic, stage):
+    """All models' striped tables end to end, with each model's byte offset."""
+    parts, offsets, position = [], [], 0
+    for model in models:
+        values, fill = cost_rows(model, arithmetic, stage)
+        table = stripe_table(values, striping_for(model.M), fill)
+        offsets.append(position)
+        parts.append(table.reshape(-1))
+        position += table.size
+    return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), np.array(offsets, dtype=np.int64)
+

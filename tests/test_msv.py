@@ -1,0 +1,134 @@
+"""The F1 stage's parts against their references, without a GPU.
+
+The numpy model of the kernels (`reference`) reads the same warp blocks and striped tables the
+GPU reads, so comparing it with pyhmmer's `msv_filter` (HMMER's p7_MSVFilter) checks the block
+builder, the striping, the lane shuffles and HMMER's SSV/MSV decisions, for both lane
+arithmetics and every kernel shape the test models select.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyhmmer
+import pytest
+
+from conftest import DATA, filter_shard, msv_filter_scores
+from gpuhmm import msv, prefilter, tuning
+from gpuhmm.msv import END_CODE, PAD_CODE
+from gpuhmm.warpblocks import Striping, build_warp_blocks, stripe_table
+
+AMINO = pyhmmer.easel.Alphabet.amino()
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=AMINO) as handle:
+        block = list(handle.read_block())
+    short = [s for s in block if len(s) <= 1200]
+    # edge cases first (lengths 0 and 1 among them), then a spread of ordinary proteins
+    return sorted(short, key=len)[:12] + short[::9][:50]
+
+
+@pytest.fixture(scope="module")
+def hmms():
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        models = sorted(handle, key=lambda hmm: hmm.M)
+    picked = [models[0], models[len(models) // 2], models[-1]]
+    # a long model, past the multi-sequence kernels: the single-sequence (S = 1) path
+    picked.append(pyhmmer.plan7.HMM.sample(AMINO, 2600, pyhmmer.easel.Randomness(3)))
+    return picked
+
+
+@pytest.mark.parametrize("capability", [90, 80], ids=["dpx16", "simd8"])
+def test_reference_scores_equal_msv_filter(sequences, hmms, capability):
+    shard = filter_shard(sequences)
+    models = msv.msv_models(hmms)
+    engine = prefilter.ReferenceEngine(capability, warps=4)
+    results = prefilter.f1_filter(engine, models, shard, 0.02)
+    nonempty = shard.lengths > 0
+    shapes = set()
+    undecided_pairs = 0
+    for hmm, model, result in zip(hmms, models, results):
+        expected, undecided = msv_filter_scores(hmm, sequences)
+        assert np.array_equal(result.scores[nonempty], expected[nonempty]), hmm.name
+        assert np.array_equal(result.ssv_undecided[nonempty], undecided[nonempty]), hmm.name
+        assert not result.passed[~nonempty].any()
+        shapes.add(tuning.choose(model.M, "ssv", capability).striping.S)
+        undecided_pairs += int(result.ssv_undecided.sum())
+    assert 1 in shapes and len(shapes) >= 3  # the test reaches several kernel shapes
+    assert undecided_pairs > 0  # and the full MSV kernel
+
+
+def test_pass_counts_equal_hmmer_pipeline(sequences):
+    """F1 decisions: per model, the count equals pyhmmer's pipeline "Passed MSV filter"."""
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        hmms = list(handle)[:8]
+    shard = filter_shard(sequences)
+    results = prefilter.f1_filter(prefilter.ReferenceEngine(90, warps=4), msv.msv_models(hmms), shard, 0.02)
+    block = pyhmmer.easel.DigitalSequenceBlock(AMINO, sequences)
+    total = 0
+    for hmm, result in zip(hmms, results):
+        hits = pyhmmer.plan7.Pipeline(AMINO).search_hmm(hmm, block)
+        assert int(result.passed.sum()) == hits.__getstate__()["pipeline"]["n_past_msv"], hmm.name
+        total += int(result.passed.sum())
+    assert total > 0
+
+
+def test_warp_blocks_hold_every_sequence_once():
+    rng = np.random.default_rng(5)
+    lengths = np.array([0, 1, 7, 300, 5, 64, 2, 129] + list(rng.integers(1, 400, 60)))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    residues = rng.integers(0, 20, int(offsets[-1])).astype(np.uint8)
+    for S in (1, 4, 32):
+        blocks = build_warp_blocks(residues, offsets, S, warps=3)
+        per_row = 128 // S
+        seen = []
+        for warp in range(blocks.warps):
+            for column in range(S):
+                rows = np.arange(blocks.heights[warp])
+                at = blocks.block_start[warp] + (rows // per_row) * 128 + column * per_row + rows % per_row
+                text = blocks.data[at]
+                members = blocks.column_sequences[blocks.column_start[warp * S + column]:blocks.column_start[warp * S + column + 1]]
+                ends = np.flatnonzero(text == END_CODE)
+                assert len(ends) == len(members)
+                start = 0
+                for end, index in zip(ends, members):
+                    assert np.array_equal(text[start:end], residues[offsets[index]:offsets[index + 1]])
+                    start = end + 1
+                assert (text[start:] == PAD_CODE).all()
+                seen += members.tolist()
+        assert sorted(seen) == [i for i in range(len(lengths)) if lengths[i] > 0]
+        assert blocks.heights.min() % 4 == 0
+        expected_padding = (blocks.heights.sum() * S - lengths.sum()) / lengths.sum()
+        assert blocks.padding_ratio == pytest.approx(expected_padding)
+
+
+@pytest.mark.parametrize("W,cell_bytes,H", [(2, 1, 10), (2, 2, 7), (4, 1, 5), (2, 1, 16)])
+def test_stripe_table_places_each_node(W, cell_bytes, H):
+    """Decoding the table bytes as the kernel does gives back node k at (t, w, h)."""
+    from gpuhmm.reference import unstripe_gains
+
+    striping = Striping(S=8, H=H, W=W, cell_bytes=cell_bytes)
+    M = striping.nodes - 3
+    nodes = np.arange(1, M + 1) % 100
+    values = np.tile(nodes, (31, 1)).astype(np.int8 if cell_bytes == 1 else np.int16)
+    table = stripe_table(values, striping, fill=-1)
+    arithmetic, stage = ("simd8", "ssv") if W == 4 else ("dpx16", "ssv" if cell_bytes == 1 else "msv")
+    if arithmetic == "simd8":
+        table = stripe_table(values.astype(np.uint8), striping, fill=np.uint8(255))
+    gains = unstripe_gains(table, striping, arithmetic, stage)
+    for t in range(striping.L):
+        for w in range(W):
+            for h in range(H):
+                k = (w * striping.L + t) * H + h + 1
+                assert gains[0, t, w, h] == (k % 100 if k <= M else (255 if arithmetic == "simd8" else -1))
+
+
+def test_tuning_prefers_most_sequences_per_warp():
+    small, medium, large = (tuning.choose(M, "ssv", 90).striping for M in (40, 300, 2400))
+    assert small.S == 32 and medium.S == 8 and large.S == 1
+    for M in (13, 100, 301, 1021, 2400):
+        for stage in ("ssv", "msv"):
+            for capability in (80, 90):
+                s = tuning.choose(M, stage, capability).striping
+                assert s.nodes >= M and s.nodes - M < s.lanes * s.words_per_unit
