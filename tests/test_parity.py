@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
+from gpuhmm import pipeline, prefilter
 from gpuhmm.cli import main
 
 CASES = golden_cases()
@@ -14,10 +15,10 @@ RUNS = golden_runs()
 SHARDINGS = [(1, 1), (3, 2), (5, 7)]
 
 
-def _search(tmp_path, run, case, db_shards, model_shards):
+def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu"):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
     status = main([
-        "search", "--backend", "cpu", "--cpu", "2",
+        "search", "--backend", backend, "--cpu", "2",
         "--db-shards", str(db_shards), "--model-shards", str(model_shards),
         *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
         *CASES[case],
@@ -43,3 +44,22 @@ def test_proteins_identical_to_hmmsearch(tmp_path, case, db_shards, model_shards
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS if run != "proteins" for case in RUNS[run]["cases"]])
 def test_other_inputs_identical_to_hmmsearch(tmp_path, run, case):
     _assert_goldens(_search(tmp_path, run, case, 3, 2), run, case)
+
+
+@pytest.fixture
+def reference_gpu(monkeypatch):
+    """The GPU backend's whole path (filter, survivors, pyhmmer tail, restated statistics),
+    with the numpy model of the kernels standing in for the device."""
+    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
+    monkeypatch.setattr(pipeline, "_gpu", [prefilter.ReferenceEngine(90, warps=8)])
+
+
+@pytest.mark.parametrize("case", list(RUNS["heldout"]["cases"]))
+def test_gpu_path_with_reference_engine_identical_to_hmmsearch(tmp_path, reference_gpu, case):
+    _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu"), "heldout", case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])
+def test_gpu_backend_identical_to_hmmsearch(tmp_path, run, case):
+    _assert_goldens(_search(tmp_path, run, case, 3, 2, backend="gpu"), run, case)

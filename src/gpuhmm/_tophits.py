@@ -52,3 +52,21 @@ def as_hmmsearch_keeps(hits, file_position):
     trimmed = TopHits(hits.query)
     trimmed.__setstate__(state)
     return trimmed, counts
+
+
+def counting_whole_shard(hits, sequences, residues):
+    """Hits of a search over a shard's filter survivors, restated as a search of the whole shard.
+
+    pyhmmer counted only the survivors; hmmsearch's statistics (and an automatic Z, here
+    re-thresholded) count every target of the shard. The filter counts after MSV are the
+    survivors' own, exactly hmmsearch's when the GPU stage passed hmmsearch's set.
+    """
+    state = hits.__getstate__()
+    pipeline = state["pipeline"]
+    pipeline["nseqs"] = sequences
+    pipeline["nres"] = residues
+    if pipeline["Z_setby"] == _Z_SET_BY_TARGETS:
+        pipeline["Z"] = float(sequences)
+    restated = TopHits(hits.query)
+    restated.__setstate__(state)
+    return restated.merge()

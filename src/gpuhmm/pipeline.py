@@ -1,10 +1,14 @@
 """The search engine: (model group × database shard) tasks, each finished by pyhmmer's pipeline.
 
-Every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward → domains) on one
-database shard, keeping the hits hmmsearch would keep (see `_tophits`). Z is the user's `-Z`
-or, automatic, the shard's count, which `TopHits.merge` sums into the whole database's, so
-the merged shards are exactly hmmsearch's result. The executor that runs the tasks is
-passed in (see `cluster`), which keeps this module free of Dask.
+On the CPU backend every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward →
+domains) on one database shard. On the GPU backend the shard's first stage (SSV/MSV and the
+F1 test, `prefilter`) runs on the GPU first, and pyhmmer's pipeline re-runs every stage on the
+survivors only; since the GPU stage passes exactly HMMER's set, the hits are the same. Either
+way each shard keeps the hits hmmsearch would keep (see `_tophits`), and its statistics
+count the whole shard. Z is the user's `-Z` or, automatic, the shard's count, which
+`TopHits.merge` sums into the whole database's, so the merged shards are exactly hmmsearch's
+result. The executor that runs the tasks is passed in (see `cluster`), which keeps this
+module free of Dask.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import threading
 import time
 
 import numpy as np
+import pyhmmer.easel
 import pyhmmer.plan7
 
-from . import _tophits
+from . import _tophits, msv, prefilter
 from .errors import GpuhmmError
 from .models import balance_by_length, guided_groups
 
@@ -50,10 +55,26 @@ class SearchResult:
 
 
 def resolve_backend(requested):
-    """The backend a run uses: only the CPU path (pyhmmer) exists in this version."""
+    """The backend a run uses: "gpu" where asked for (or, with "auto", where a GPU is usable)."""
+    if requested == "cpu":
+        return "cpu"
+    problem = _gpu_problem()
+    if problem is None:
+        return "gpu"
     if requested == "gpu":
-        raise GpuhmmError("--backend gpu", "this gpuhmm has no GPU backend yet; use --backend cpu or auto")
+        raise GpuhmmError("--backend gpu", problem)
     return "cpu"
+
+
+def _gpu_problem():
+    """Why the GPU backend cannot run here, or None when it can."""
+    try:
+        from . import gpu
+    except Exception as error:  # no CuPy, or a CuPy that cannot load CUDA
+        return f"CuPy with a CUDA driver is needed ({type(error).__name__}: {error}); install gpuhmm[gpu]"
+    if gpu.device_count() == 0:
+        return "no CUDA GPU is visible to this process"
+    return None
 
 
 def plan_tasks(models, database, model_groups, slots):
@@ -77,7 +98,7 @@ def plan_tasks(models, database, model_groups, slots):
     return tasks
 
 
-def search(models, database, options, executor, model_groups=None, slots=1):
+def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu"):
     """Search `models` against every shard of `database` on `executor`.
 
     `executor.run(function, items, cells)` must yield each function(item) as it completes.
@@ -87,7 +108,8 @@ def search(models, database, options, executor, model_groups=None, slots=1):
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
-    work = [(task, [models[position] for position in task.positions], database, arguments) for task in tasks]
+    work = [(task, [models[position] for position in task.positions], database, arguments, backend)
+            for task in tasks]
     for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks]):
         for position, hits in zip(outcome.task.positions, outcome.hits):
             per_model[position][outcome.task.shard] = hits
@@ -101,14 +123,22 @@ def search(models, database, options, executor, model_groups=None, slots=1):
 
 
 def run_task(work):
-    """Runs on a worker: one model group against one resident database shard, on the CPU."""
-    task, models, database, arguments = work
+    """Runs on a worker: one model group against one resident database shard."""
+    task, models, database, arguments, backend = work
     started = time.perf_counter()
     shard = _resident_shard(database, task.shard)
     pipeline = _thread_pipeline(database.alphabet, arguments)
+    survivors = None
+    if backend == "gpu" and arguments["F1"] < 1.0:
+        survivors = shard.survivors(models, arguments["F1"])
     hits, counts = [], {}
-    for model in models:
-        model_hits, model_counts = _tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, shard.block), shard.file_position)
+    for index, model in enumerate(models):
+        if survivors is None:
+            found = pipeline.search_hmm(model, shard.block)
+        else:
+            found = _tophits.counting_whole_shard(
+                pipeline.search_hmm(model, shard.subset(survivors[index])), shard.sequences, shard.residues)
+        model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
         hits.append(model_hits)
         for name, count in model_counts.items():
@@ -133,16 +163,24 @@ def _thread_pipeline(alphabet, arguments):
 
 
 class _ResidentShard:
-    """A shard as the CPU tail reads it: in database-file order, as hmmsearch reads targets.
+    """A shard as a worker keeps it: in database-file order, as hmmsearch reads targets.
 
     File order matters: see `_tophits`. `file_position` finds a hit's sequence by name and
     length; where a shard holds several such sequences it takes the first, the rule that
-    keeps a hit whenever any of them would.
+    keeps a hit whenever any of them would. For the GPU backend the shard also keeps its
+    residues laid out for the filter kernels, built on first use.
     """
 
     def __init__(self, shard, alphabet):
         order = np.argsort(shard.source_index, kind="stable")
+        self._shard = shard
+        self._alphabet = alphabet
+        self._block_position = np.empty(len(order), dtype=np.int64)
+        self._block_position[order] = np.arange(len(order))
         self.block = shard.to_block(alphabet, order)
+        self.sequences = len(order)
+        self.residues = int(shard.offsets[-1])
+        self._filter_shard = None
         lengths = shard.lengths
         self._positions = {}
         for index in order.tolist():
@@ -151,6 +189,34 @@ class _ResidentShard:
 
     def file_position(self, hit):
         return self._positions[(hit.name, hit.length)]
+
+    def survivors(self, models, F1):
+        """Per model, the block positions (file order) of the sequences that pass F1 on the GPU."""
+        engine = _gpu_engine()
+        with _gpu_lock:
+            if self._filter_shard is None:
+                terms = msv.LengthTerms.for_lengths(self._alphabet, self._shard.lengths)
+                self._filter_shard = prefilter.FilterShard.from_sequences(self._shard.residues, self._shard.offsets, terms)
+            results = prefilter.f1_filter(engine, msv.msv_models(models), self._filter_shard, F1)
+        return [np.sort(self._block_position[np.flatnonzero(result.passed)]) for result in results]
+
+    def subset(self, positions):
+        return pyhmmer.easel.DigitalSequenceBlock(self._alphabet, [self.block[i] for i in positions.tolist()])
+
+
+_gpu_lock = threading.Lock()
+_gpu = []
+
+
+def _gpu_engine():
+    """One GPU engine per process; the lock serializes its use by the worker's threads, so
+    one task's pyhmmer tail runs while another task's filter occupies the GPU."""
+    with _gpu_lock:
+        if not _gpu:
+            from .gpu import GpuEngine
+
+            _gpu.append(GpuEngine())
+        return _gpu[0]
 
 
 _resident = {}

@@ -66,7 +66,7 @@ def hmmsearch(
             len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues,
             len(database.shards), backend, cluster,
         )
-        result = pipeline.search(hmms, database, options, executor, model_shards, slots=cpus)
+        result = pipeline.search(hmms, database, options, executor, model_shards, slots=cpus, backend=backend)
         stages.append({"name": "search", "seconds": result.wall_seconds})
 
         started = time.perf_counter()
