@@ -103,12 +103,12 @@ def test_warp_blocks_hold_every_sequence_once():
         assert blocks.padding_ratio == pytest.approx(expected_padding)
 
 
-@pytest.mark.parametrize("W,cell_bytes,H", [(2, 1, 10), (2, 2, 7), (4, 1, 5), (2, 1, 16)])
-def test_stripe_table_places_each_node(W, cell_bytes, H):
+@pytest.mark.parametrize("S,W,cell_bytes,H", [(8, 2, 1, 10), (8, 2, 2, 7), (8, 4, 1, 5), (8, 2, 1, 16), (32, 2, 1, 10)])
+def test_stripe_table_places_each_node(S, W, cell_bytes, H):
     """Decoding the table bytes as the kernel does gives back node k at (t, w, h)."""
     from gpuhmm.reference import unstripe_gains
 
-    striping = Striping(S=8, H=H, W=W, cell_bytes=cell_bytes)
+    striping = Striping(S=S, H=H, W=W, cell_bytes=cell_bytes)
     M = striping.nodes - 3
     nodes = np.arange(1, M + 1) % 100
     values = np.tile(nodes, (31, 1)).astype(np.int8 if cell_bytes == 1 else np.int16)

@@ -23,7 +23,8 @@ def unstripe_gains(table_bytes, striping, arithmetic, stage):
     """Table bytes → per-residue cell increments shaped (rows, L threads, W subwords, H words)."""
     s = striping
     dtype = {1: np.int8 if (arithmetic == "dpx16" and stage == "ssv") else np.uint8, 2: np.int16}[s.cell_bytes]
-    values = np.frombuffer(table_bytes.tobytes(), dtype=dtype).reshape(TABLE_ROWS, -1).astype(np.int32)
+    rows = np.asarray(table_bytes).reshape(TABLE_ROWS, s.row_bytes)[:, : s.nodes * s.cell_bytes]
+    values = np.ascontiguousarray(rows).view(dtype).astype(np.int32)
     gains = np.zeros((TABLE_ROWS, s.L, s.W, s.H), dtype=np.int32)
     position = 0
     t = np.arange(s.L)[None, :, None, None]

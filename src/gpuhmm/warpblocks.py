@@ -149,7 +149,8 @@ class Striping:
 
     @property
     def row_bytes(self):
-        return self.nodes * self.cell_bytes
+        """Bytes per residue row, padded to 16 so every row starts 128-bit aligned."""
+        return -(-self.nodes * self.cell_bytes // 16) * 16
 
 
 def node_of(striping, t, w, h):
@@ -188,7 +189,9 @@ def stripe_table(values, striping, fill):
     t = np.arange(s.L)[None, :, None, None]
     w = np.arange(s.W)[None, None, None, :]
     order = np.concatenate([((w * s.L + t) * s.H + h).reshape(-1) for h in table_words(s)])
-    return np.ascontiguousarray(padded[:, order]).view(np.uint8).reshape(rows, s.row_bytes)
+    table = np.zeros((rows, s.row_bytes), dtype=np.uint8)
+    table[:, : s.nodes * s.cell_bytes] = np.ascontiguousarray(padded[:, order]).view(np.uint8).reshape(rows, -1)
+    return table
 
 
 def cost_rows(model, arithmetic, stage):

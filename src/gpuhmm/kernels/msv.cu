@@ -46,8 +46,8 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
     constexpr int WORDS_PER_CHUNK = 16 / (W * CELL_BYTES);
     constexpr int WORDS_PER_UNIT = 4 / (W * CELL_BYTES);
     constexpr int CHUNKS = H / WORDS_PER_CHUNK;
-    constexpr int UNITS = (H - CHUNKS * WORDS_PER_CHUNK) / WORDS_PER_UNIT;
-    constexpr int ROW_BYTES = L * H * W * CELL_BYTES;
+    // Each residue's row starts on a 16-byte boundary for the 128-bit loads.
+    constexpr int ROW_BYTES = (L * H * W * CELL_BYTES + 15) / 16 * 16;
     constexpr int PER_ROW = 128 / S;  // residues of one column in a 128-byte block row
     static_assert(H % WORDS_PER_UNIT == 0, "H must fill whole 4-byte table units");
 
@@ -97,8 +97,9 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
             uint32_t begin = 0u;
             if constexpr (STAGE == STAGE_MSV) begin = Lanes::splat(::max(p.base, x_j) - tjbm);
             const uint32_t *units = reinterpret_cast<const uint32_t *>(costs - t + CHUNKS * L) + t;
+            // Descending h: word h−1 is read before it is overwritten, so no copies are needed.
 #pragma unroll
-            for (int h = 0; h < H; ++h) {
+            for (int h = H - 1; h >= 0; --h) {
                 uint32_t gain;
                 if (h < CHUNKS * WORDS_PER_CHUNK) {
                     const uint4 chunk = costs[(h / WORDS_PER_CHUNK) * L];
@@ -109,16 +110,15 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
                     const uint32_t part = units[(word / WORDS_PER_UNIT) * L];
                     gain = Lanes::template gain<CELL_BYTES>(&part, word % WORDS_PER_UNIT);
                 }
-                const uint32_t previous = carry;
-                carry = cells[h];
+                const uint32_t previous = h ? cells[h > 0 ? h - 1 : 0] : carry;
                 if constexpr (STAGE == STAGE_SSV) {
                     cells[h] = Lanes::ssv(previous, gain, bias);
                 } else {
                     cells[h] = Lanes::msv(previous, begin, gain, bias);
                 }
-                if (h & 1) row_max = Lanes::max3(row_max, cells[h - 1], cells[h]);
+                if ((H - 1 - h) & 1) row_max = Lanes::max3(row_max, cells[h], cells[h + 1 < H ? h + 1 : h]);
             }
-            if constexpr (H & 1) row_max = Lanes::max(row_max, cells[H - 1]);
+            if constexpr (H & 1) row_max = Lanes::max(row_max, cells[0]);
 
             if constexpr (STAGE == STAGE_SSV) {
                 best = row_max;
