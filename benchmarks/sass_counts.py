@@ -30,6 +30,7 @@ SPECIALIZATIONS = [  # (S, H, stage, lanes, cell bytes, W)
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--arch", default="90")
+    parser.add_argument("--dump", help="also write the full SASS here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "instances.cu"
@@ -40,6 +41,8 @@ def main():
         cubin = Path(scratch) / "instances.cubin"
         subprocess.run(["nvcc", "-std=c++17", f"-arch=sm_{args.arch}", "-cubin", "-o", cubin, source], check=True)
         sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    if args.dump:
+        Path(args.dump).write_text(sass)
     functions = re.split(r"\n\s+Function : ", sass)[1:]
     for S, H, stage, lanes, cell_bytes, W in SPECIALIZATIONS:
         mangled = f"msv_stageILi{S}ELi{H}ELi{stage}ENS_{len(lanes)}{lanes}ELi{cell_bytes}E"
