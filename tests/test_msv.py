@@ -132,3 +132,18 @@ def test_tuning_prefers_most_sequences_per_warp():
             for capability in (80, 90):
                 s = tuning.choose(M, stage, capability).striping
                 assert s.nodes >= M and s.nodes - M < s.lanes * s.words_per_unit
+
+
+def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
+    from conftest import run_gpuhmm
+    from gpuhmm import pipeline
+
+    if pipeline._gpu_problem() is None:
+        pytest.skip("a usable GPU is present")
+    table = tmp_path / "out.tbl"
+    process = run_gpuhmm("search", "--backend", "gpu", "--tblout", table,
+                         DATA / "pfam-tiny.hmm", DATA / "heldout.faa", check=False)
+    assert process.returncode == 1
+    assert "error: --backend gpu: " in process.stderr, process.stderr
+    assert len(process.stderr.strip().splitlines()) == 1
+    assert not table.exists()

@@ -89,9 +89,6 @@ class GpuEngine:
             })
         return self._resident[key][1]
 
-    def release(self, blocks):
-        self._resident.pop(id(blocks), None)
-
     def _prepare(self, choice, blocks, models, tjb, sequences):
         s = choice.striping
         shared = TABLE_ROWS * s.row_bytes

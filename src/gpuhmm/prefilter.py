@@ -64,7 +64,6 @@ class ReferenceEngine:
 
     def __init__(self, compute_capability=90, warps=64):
         self.compute_capability = compute_capability
-        self.name = f"numpy reference of sm_{compute_capability}"
         self._warps = warps
 
     def warps(self, warps_per_sm):

@@ -19,8 +19,11 @@ from .warpblocks import Striping
 
 SEQUENCES_PER_WARP = (32, 16, 8, 4, 2)
 
-#: Measured choices (see benchmarks/results/kernels-*.json); keys are compute capabilities,
-#: and a GPU uses the newest table not newer than itself.
+#: Keys are compute capabilities; a GPU uses the newest table not newer than itself. The sm_90
+#: entries follow benchmarks/results/kernels-h200.json (throughput rises with H up to ~40 words
+#: and the single-sequence kernel is no slower past 1280 nodes). The pre-Hopper entries are
+#: CUDAMPF++'s choices (H_max from its Table 1, S = 1 past Pfam's longest model then), not
+#: measured here: no such GPU was available.
 TABLES = {
     90: {
         "arithmetic": "dpx16",
@@ -29,8 +32,8 @@ TABLES = {
     },
     70: {
         "arithmetic": "simd8",
-        "ssv": {"h_max": 48, "single_above": 2560, "warps_per_sm": 16},
-        "msv": {"h_max": 44, "single_above": 2560, "warps_per_sm": 16},
+        "ssv": {"h_max": 50, "single_above": 2405, "warps_per_sm": 16},
+        "msv": {"h_max": 45, "single_above": 2405, "warps_per_sm": 16},
     },
 }
 
