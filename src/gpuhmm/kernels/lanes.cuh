@@ -1,5 +1,7 @@
 // Lane arithmetic for the MSV/SSV kernels: two exact emulations of HMMER 3.4's unsigned-byte
-// SIMD, chosen by compute capability (tuning.py).
+// SIMD (msvfilter.c p7_MSVFilter, ssvfilter.c p7_SSVFilter), chosen by compute capability
+// (tuning.py). Thread → data: each 32-bit register of a thread holds W cells, one per vector
+// lane, of one model word; msv.cu maps threads and words to model nodes.
 //
 // Lanes16 (sm_90+): two 16-bit cells per 32-bit word, on Hopper's DPX instructions
 // (__viaddmax_s16x2, __vimax3_s16x2, __vmaxs2: one SASS instruction each). HMMER's byte cells
