@@ -39,14 +39,6 @@ from gpuhmm.gpu import GpuEngine  # noqa: E402
 LENGTHS = (10, 25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1000, 1200, 1600, 2000, 2400)
 
 
-def shard_of(sequences_residues, alphabet):
-    lengths = np.array([len(r) for r in sequences_residues], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    residues = np.concatenate(sequences_residues) if len(sequences_residues) else np.zeros(0, np.uint8)
-    terms = msv.LengthTerms.for_lengths(alphabet, lengths)
-    return prefilter.FilterShard.from_sequences(residues.astype(np.uint8), offsets, terms)
-
-
 def pyhmmer_scores(hmm, sequences):
     background = pyhmmer.plan7.Background(hmm.alphabet)
     profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
@@ -69,7 +61,7 @@ def n_past_msv(hmm, block):
 
 def check_exact(engine, hmms, sequences, threads, label):
     alphabet = hmms[0].alphabet
-    shard = shard_of([np.asarray(s.sequence, dtype=np.uint8) for s in sequences], alphabet)
+    shard = prefilter.FilterShard.from_digital(sequences)
     models = msv.msv_models(hmms)
     started = time.perf_counter()
     results = []
@@ -216,7 +208,7 @@ def main(argv=None):
     started = time.perf_counter()
     residues, offsets, _ = make_database(int(args.residues), args.proteome, args.models)
     lengths = np.diff(offsets)
-    shard = prefilter.FilterShard.from_sequences(residues, offsets, msv.LengthTerms.for_lengths(alphabet, lengths))
+    shard = prefilter.FilterShard.build(residues, offsets, alphabet)
     print(f"database: {len(lengths)} sequences, {int(lengths.sum())} residues "
           f"({time.perf_counter() - started:.1f} s to build)", flush=True)
     chosen = pick_models(hmms, LENGTHS)

@@ -107,12 +107,6 @@ def msv_filter_scores(hmm, sequences):
 
 def filter_shard(sequences):
     """A prefilter shard of pyhmmer digital sequences, in the given order."""
-    import numpy as np
-    from gpuhmm import msv, prefilter
+    from gpuhmm import prefilter
 
-    pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
-    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-    terms = msv.LengthTerms.for_lengths(sequences[0].alphabet, lengths)
-    return prefilter.FilterShard.from_sequences(residues, offsets, terms)
+    return prefilter.FilterShard.from_digital(sequences)

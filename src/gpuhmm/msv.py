@@ -139,24 +139,17 @@ def scores_from_xj(model, x_j, tjb):
     return (numerator / np.float32(model.scale) - np.float32(3.0)).astype(np.float32)
 
 
-def msv_scores(model, best, tjb, msv_xj=None):
-    """`p7_MSVFilter` scores (nats, +inf on overflow) for SSV bests and, where SSV cannot
-    decide, the full MSV kernel's xJ (`msv_xj`, MSV_OVERFLOW for an overflow).
-
-    Returns (scores, undecided mask). Without `msv_xj`, undecided entries are NaN.
-    """
-    decision, x_j = ssv_outcome(model, best, tjb)
+def msv_scores(model, decision, x_j, tjb, msv_xj):
+    """`p7_MSVFilter` scores (nats, +inf on overflow) from `ssv_outcome`'s answer and, where
+    SSV could not decide, the full MSV kernel's xJ (`msv_xj`, MSV_OVERFLOW for an overflow)."""
     scores = scores_from_xj(model, x_j, tjb)
     scores[decision == SSV_OVERFLOW] = np.inf
     undecided = decision == SSV_UNDECIDED
-    if msv_xj is None:
-        scores[undecided] = np.nan
-    else:
-        full = msv_xj[undecided].astype(np.int64)
-        full_scores = scores_from_xj(model, full, tjb[undecided])
-        full_scores[full == MSV_OVERFLOW] = np.inf
-        scores[undecided] = full_scores
-    return scores, undecided
+    full = msv_xj[undecided].astype(np.int64)
+    full_scores = scores_from_xj(model, full, tjb[undecided])
+    full_scores[full == MSV_OVERFLOW] = np.inf
+    scores[undecided] = full_scores
+    return scores
 
 
 def f1_pvalues(model, scores, null1):

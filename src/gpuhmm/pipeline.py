@@ -195,8 +195,7 @@ class _ResidentShard:
         engine = _gpu_engine()
         with _gpu_lock:
             if self._filter_shard is None:
-                terms = msv.LengthTerms.for_lengths(self._alphabet, self._shard.lengths)
-                self._filter_shard = prefilter.FilterShard.from_sequences(self._shard.residues, self._shard.offsets, terms)
+                self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
             results = prefilter.f1_filter(engine, msv.msv_models(models), self._filter_shard, F1)
         return [np.sort(self._block_position[np.flatnonzero(result.passed)]) for result in results]
 

@@ -27,9 +27,17 @@ class FilterShard:
     blocks: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_sequences(cls, residues, offsets, length_terms):
-        tjb, null1 = length_terms.lookup(np.diff(offsets))
+    def build(cls, residues, offsets, alphabet):
+        tjb, null1 = msv.LengthTerms.for_lengths(alphabet, np.diff(offsets)).lookup(np.diff(offsets))
         return cls(residues, offsets, tjb, null1)
+
+    @classmethod
+    def from_digital(cls, sequences):
+        """From pyhmmer digital sequences, in the given order."""
+        pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
+        offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+        residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+        return cls.build(residues, offsets, sequences[0].alphabet)
 
     @property
     def sequences(self):
@@ -105,10 +113,10 @@ def f1_filter(engine, models, shard, F1):
     for choice, positions in _by_choice(models, "ssv", cc).items():
         blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["ssv"]["warps_per_sm"]))
         best[positions] = engine.ssv(choice, blocks, [models[p] for p in positions], shard.sequences)
-    decided = [msv.ssv_outcome(model, best[i], shard.tjb)[0] for i, model in enumerate(models)]
-    undecided = np.array([d == msv.SSV_UNDECIDED for d in decided]).reshape(len(models), shard.sequences)
+    outcomes = [msv.ssv_outcome(model, best[i], shard.tjb) for i, model in enumerate(models)]
     nonempty = shard.lengths > 0
-    undecided &= nonempty
+    undecided = np.array([decision == msv.SSV_UNDECIDED for decision, _ in outcomes])
+    undecided = undecided.reshape(len(models), shard.sequences) & nonempty
     full = np.zeros((len(models), shard.sequences), dtype=np.int16)
     rows = np.flatnonzero(undecided.any(axis=1))
     if len(rows):
@@ -121,7 +129,8 @@ def f1_filter(engine, models, shard, F1):
             full[np.ix_(rows[positions], needed)] = values
     results = []
     for i, model in enumerate(models):
-        scores, _ = msv.msv_scores(model, best[i], shard.tjb, full[i])
+        decision, x_j = outcomes[i]
+        scores = msv.msv_scores(model, decision, x_j, shard.tjb, full[i])
         passed = (msv.f1_pvalues(model, scores, shard.null1) <= F1) & nonempty
         results.append(F1Result(scores, passed, undecided[i]))
     return results
