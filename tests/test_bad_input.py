@@ -89,8 +89,9 @@ def test_illegal_residue(tmp_path):
     _assert_refused(tmp_path, [TINY, bad], "bad.faa", "illegal character 1")
 
 
-def test_truncated_gzip_sequence_file(tmp_path):
-    truncated = _write(tmp_path / "cut.faa.gz", gzip.compress(PROTEINS.read_bytes())[:20000])
+@pytest.mark.parametrize("kept_bytes", [20000, 20001, 40000, 65537])
+def test_truncated_gzip_sequence_file(tmp_path, kept_bytes):
+    truncated = _write(tmp_path / "cut.faa.gz", gzip.compress(PROTEINS.read_bytes(), mtime=0)[:kept_bytes])
     _assert_refused(tmp_path, [TINY, truncated], "cut.faa.gz", "gzip")
 
 

@@ -9,6 +9,8 @@ import os
 import zlib
 from pathlib import Path
 
+from .errors import GpuhmmError
+
 
 @contextlib.contextmanager
 def atomic_outputs(*paths):
@@ -34,7 +36,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 class _GzipStream(io.RawIOBase):
-    """Decompresses for pyhmmer, and remembers a stream error that pyhmmer may swallow."""
+    """Decompresses for pyhmmer; a stream error ends the stream and is kept for the caller.
+
+    Raising through pyhmmer's C reader is unsafe: it can leave the exception pending behind
+    a sequence it returns, which then fails on its next attribute access.
+    """
 
     def __init__(self, path):
         super().__init__()
@@ -49,7 +55,7 @@ class _GzipStream(io.RawIOBase):
             data = self._file.read(len(buffer))
         except (EOFError, OSError, zlib.error) as error:
             self.error = error
-            raise
+            return 0
         buffer[: len(data)] = data
         return len(data)
 
@@ -79,6 +85,7 @@ class InputFile:
         else:
             self.source = path
 
-    @property
-    def gzip_error(self):
-        return self._stream.error if self._stream is not None else None
+    def check_stream(self, path):
+        """Raise the one-line error for a truncated or damaged gzip stream, if one was met."""
+        if self._stream is not None and self._stream.error is not None:
+            raise GpuhmmError(path, f"truncated or damaged gzip file ({self._stream.error})")

@@ -43,8 +43,8 @@ def read_models(path, allow_empty=False):
             source = InputFile(path, stack)
             models = list(stack.enter_context(pyhmmer.plan7.HMMFile(source.source)))
     except (EOFError, ValueError, SystemError) as error:
-        if source is not None and source.gzip_error is not None:
-            raise GpuhmmError(path, f"truncated or damaged gzip file ({source.gzip_error})") from None
+        if source is not None:
+            source.check_stream(path)
         if isinstance(error, EOFError) and "HMM file is empty" in str(error):
             raise GpuhmmError(path, "model file is empty") from None
         problem = str(error).removeprefix("Invalid format in file: ").strip()
@@ -53,8 +53,7 @@ def read_models(path, allow_empty=False):
         raise GpuhmmError(path, f"damaged or truncated model file ({problem})") from None
     except OSError as error:
         raise GpuhmmError(path, f"cannot read model file ({error.strerror or error})") from None
-    if source.gzip_error is not None:
-        raise GpuhmmError(path, f"truncated or damaged gzip file ({source.gzip_error})")
+    source.check_stream(path)
     if not models:
         raise GpuhmmError(path, "model file holds no models")
     if any(model.alphabet != models[0].alphabet for model in models):

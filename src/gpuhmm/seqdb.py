@@ -198,12 +198,16 @@ def _open_fasta(fasta, alphabet, stack):
 
 @contextlib.contextmanager
 def _fasta_errors(fasta, source):
-    """pyhmmer's and gzip's reading errors, as one-line errors naming the file."""
+    """pyhmmer's and gzip's reading errors, as one-line errors naming the file.
+
+    A damaged gzip stream is the first cause of whatever else went wrong after it.
+    """
     try:
         yield
-    except (EOFError, ValueError, SystemError, OSError) as error:
-        if source.gzip_error is not None:
-            raise GpuhmmError(fasta, f"truncated or damaged gzip file ({source.gzip_error})") from None
+    except (EOFError, ValueError, SystemError, OSError, GpuhmmError) as error:
+        source.check_stream(fasta)
+        if isinstance(error, GpuhmmError):
+            raise
         if isinstance(error, EOFError):
             raise GpuhmmError(fasta, "sequence file is empty") from None
         if "Could not determine alphabet" in str(error):
@@ -211,8 +215,7 @@ def _fasta_errors(fasta, source):
         if isinstance(error, OSError):
             raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
         raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
-    if source.gzip_error is not None:
-        raise GpuhmmError(fasta, f"truncated or damaged gzip file ({source.gzip_error})")
+    source.check_stream(fasta)
 
 
 def _read_fasta(fasta, alphabet_name_or_none):
