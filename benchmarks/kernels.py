@@ -133,7 +133,7 @@ def throughput(engine, hmms, shard, batch, repeats):
             seconds = engine.time_launch(choice, blocks, [model] * batch, shard.tjb, shard.sequences, repeats)
             tcups = batch * model.M * blocks.residues / seconds / 1e12
             rows.append({"stage": stage, "M": model.M, "model": hmm.name, "lanes": choice.striping.S,
-                         "H": choice.striping.H, "arithmetic": choice.arithmetic, "seconds": seconds,
+                         "H": choice.striping.H, "cta_warps": choice.cta_warps, "arithmetic": choice.arithmetic, "seconds": seconds,
                          "tcups": round(tcups, 3), "padding_ratio": round(blocks.padding_ratio, 4),
                          "warp_balance": round(blocks.balance, 4)})
             print(f"[tput] {stage} M={model.M:5d} S={choice.striping.S:2d} H={choice.striping.H:3d} "

@@ -21,10 +21,11 @@ from pathlib import Path
 KERNELS = Path(__file__).resolve().parent.parent / "src" / "gpuhmm" / "kernels"
 SIGNATURE = ("(const uint8_t*, const long long*, const int*, const int*, const int*, int, const uint8_t*, "
              "const long long*, const gpuhmm::ModelParameters*, const uint8_t*, int, void*)")
-SPECIALIZATIONS = [  # (S, H, stage, lanes, cell bytes, W)
-    (4, 40, 0, "Lanes16", 1, 2), (1, 38, 0, "Lanes16", 1, 2), (4, 40, 1, "Lanes16", 2, 2),
-    (1, 40, 1, "Lanes16", 2, 2), (4, 40, 0, "Lanes8", 1, 4), (4, 40, 1, "Lanes8", 1, 4),
+SPECIALIZATIONS = [  # (S, H, stage, lanes, W)
+    (4, 40, 0, "Lanes16", 2), (1, 38, 0, "Lanes16", 2), (4, 40, 1, "Lanes16", 2),
+    (1, 40, 1, "Lanes16", 2), (4, 40, 0, "Lanes8", 4), (4, 40, 1, "Lanes8", 4),
 ]
+CTA_WARPS = 8
 
 
 def main():
@@ -35,8 +36,8 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "instances.cu"
         lines = [f'#include "{KERNELS / "msv.cu"}"']
-        for S, H, stage, lanes, cell_bytes, _ in SPECIALIZATIONS:
-            lines.append(f"template __global__ void gpuhmm::msv_stage<{S},{H},{stage},gpuhmm::{lanes},{cell_bytes}>{SIGNATURE};")
+        for S, H, stage, lanes, _ in SPECIALIZATIONS:
+            lines.append(f"template __global__ void gpuhmm::msv_stage<{S},{H},{stage},gpuhmm::{lanes},{CTA_WARPS}>{SIGNATURE};")
         source.write_text("\n".join(lines) + "\n")
         cubin = Path(scratch) / "instances.cubin"
         subprocess.run(["nvcc", "-std=c++17", f"-arch=sm_{args.arch}", "-cubin", "-o", cubin, source], check=True)
@@ -44,8 +45,8 @@ def main():
     if args.dump:
         Path(args.dump).write_text(sass)
     functions = re.split(r"\n\s+Function : ", sass)[1:]
-    for S, H, stage, lanes, cell_bytes, W in SPECIALIZATIONS:
-        mangled = f"msv_stageILi{S}ELi{H}ELi{stage}ENS_{len(lanes)}{lanes}ELi{cell_bytes}E"
+    for S, H, stage, lanes, W in SPECIALIZATIONS:
+        mangled = f"msv_stageILi{S}ELi{H}ELi{stage}ENS_{len(lanes)}{lanes}ELi{CTA_WARPS}E"
         body = next(f for f in functions if mangled in f.split("\n", 1)[0])
         opcodes = collections.Counter(
             match.group(1).split(".")[0]

@@ -103,25 +103,42 @@ def test_warp_blocks_hold_every_sequence_once():
         assert blocks.padding_ratio == pytest.approx(expected_padding)
 
 
-@pytest.mark.parametrize("S,W,cell_bytes,H", [(8, 2, 1, 10), (8, 2, 2, 7), (8, 4, 1, 5), (8, 2, 1, 16), (32, 2, 1, 10)])
-def test_stripe_table_places_each_node(S, W, cell_bytes, H):
+@pytest.mark.parametrize("S,W,H", [(8, 2, 10), (8, 2, 7), (8, 4, 5), (2, 2, 16), (32, 2, 10), (1, 4, 6)])
+def test_stripe_table_places_each_node(S, W, H):
     """Decoding the table bytes as the kernel does gives back node k at (t, w, h)."""
     from gpuhmm.reference import unstripe_gains
 
-    striping = Striping(S=S, H=H, W=W, cell_bytes=cell_bytes)
+    striping = Striping(S=S, H=H, W=W)
     M = striping.nodes - 3
     nodes = np.arange(1, M + 1) % 100
-    values = np.tile(nodes, (31, 1)).astype(np.int8 if cell_bytes == 1 else np.int16)
-    table = stripe_table(values, striping, fill=-1)
-    arithmetic, stage = ("simd8", "ssv") if W == 4 else ("dpx16", "ssv" if cell_bytes == 1 else "msv")
-    if arithmetic == "simd8":
-        table = stripe_table(values.astype(np.uint8), striping, fill=np.uint8(255))
-    gains = unstripe_gains(table, striping, arithmetic, stage)
+    fill = np.int16(-1) if W == 2 else np.uint8(255)
+    table = stripe_table(np.tile(nodes, (31, 1)).astype(fill.dtype), striping, fill)
+    assert table.shape == (31, striping.row_bytes) and striping.row_bytes % (128 if striping.L < 8 else 16) == 0
+    gains = unstripe_gains(table, striping)
     for t in range(striping.L):
         for w in range(W):
             for h in range(H):
                 k = (w * striping.L + t) * H + h + 1
-                assert gains[0, t, w, h] == (k % 100 if k <= M else (255 if arithmetic == "simd8" else -1))
+                assert gains[0, t, w, h] == (k % 100 if k <= M else fill)
+
+
+@pytest.mark.parametrize("S,expected", [(32, 8), (16, 4), (8, 2), (4, 1), (1, 1)])
+def test_table_replicas_skew_banks_within_a_quarter_warp(S, expected):
+    """The 8 threads of each quarter-warp load 16 bytes each from 8 distinct bank slots, whichever
+    residue rows their groups read (msv.cu: copy r = group mod replicas, skewed by r·L·16)."""
+    striping = Striping(S=S, H=9, W=2)
+    assert striping.replicas == expected
+    L, rows = striping.L, 31
+    stride = rows * striping.row_bytes + (L * 16 if expected > 1 else 0)
+    assert striping.shared_bytes == (expected - 1) * stride + rows * striping.row_bytes
+    rng = np.random.default_rng(S)
+    for chunk in range(striping.chunks):
+        for quarter in range(4):
+            lanes = np.arange(8 * quarter, 8 * quarter + 8)
+            group, t = lanes // L, lanes % L
+            codes = rng.integers(0, rows, 32 // L)[group]
+            address = (group % expected) * stride + codes * striping.row_bytes + (chunk * L + t) * 16
+            assert len(set(address // 16 % 8)) == 8
 
 
 def test_tuning_prefers_most_sequences_per_warp():
@@ -131,7 +148,7 @@ def test_tuning_prefers_most_sequences_per_warp():
         for stage in ("ssv", "msv"):
             for capability in (80, 90):
                 s = tuning.choose(M, stage, capability).striping
-                assert s.nodes >= M and s.nodes - M < s.lanes * s.words_per_unit
+                assert s.nodes >= M and s.nodes - M < s.lanes
 
 
 def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):

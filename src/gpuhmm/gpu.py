@@ -18,11 +18,9 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .msv import TABLE_ROWS  # noqa: E402
 from .warpblocks import model_tables  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
-WARPS_PER_CTA = 8
 LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8"}
 STAGES = {"ssv": 0, "msv": 1}
 
@@ -62,7 +60,7 @@ class GpuEngine:
         s = choice.striping
         expression = (
             f"gpuhmm::msv_stage<{s.S}, {s.H}, {STAGES[choice.stage]}, "
-            f"{LANES[choice.arithmetic]}, {s.cell_bytes}>"
+            f"{LANES[choice.arithmetic]}, {choice.cta_warps}>"
         )
         if expression not in self._kernels:
             module = cupy.RawModule(
@@ -71,9 +69,8 @@ class GpuEngine:
                 name_expressions=[expression],
             )
             function = module.get_function(expression)
-            shared = TABLE_ROWS * s.row_bytes
-            if shared > 48 * 1024:
-                function.max_dynamic_shared_size_bytes = shared
+            if s.shared_bytes > 48 * 1024:
+                function.max_dynamic_shared_size_bytes = s.shared_bytes
             self._kernels[expression] = function
         return self._kernels[expression]
 
@@ -91,10 +88,9 @@ class GpuEngine:
 
     def _prepare(self, choice, blocks, models, tjb, sequences):
         s = choice.striping
-        shared = TABLE_ROWS * s.row_bytes
-        if shared > self.shared_memory_limit:
-            raise ValueError(f"{choice}: table of {shared} bytes exceeds shared memory")
-        tables, offsets = model_tables(models, lambda M: s, choice.arithmetic, choice.stage)
+        if s.shared_bytes > self.shared_memory_limit:
+            raise ValueError(f"{choice}: table of {s.shared_bytes} bytes exceeds shared memory")
+        tables, offsets = model_tables(models, s, choice.arithmetic)
         parameters = np.array([[m.bias, m.base, m.tbm, m.tec] for m in models], dtype=np.int32)
         device = self._device_blocks(blocks)
         out = cupy.zeros((len(models), sequences), dtype=np.uint8 if choice.stage == "ssv" else np.int16)
@@ -104,11 +100,11 @@ class GpuEngine:
             device["column_sequences"], np.int32(blocks.warps), cupy.asarray(tables),
             cupy.asarray(offsets), cupy.asarray(parameters), tjb_device, np.int32(sequences), out,
         )
-        grid = (-(-blocks.warps // WARPS_PER_CTA), len(models))
+        grid = (-(-blocks.warps // choice.cta_warps), len(models))
         kernel = self.kernel(choice)
 
         def call():
-            kernel(grid, (WARPS_PER_CTA * 32,), arguments, shared_mem=shared)
+            kernel(grid, (choice.cta_warps * 32,), arguments, shared_mem=s.shared_bytes)
 
         return call, out
 

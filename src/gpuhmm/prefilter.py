@@ -78,7 +78,7 @@ class ReferenceEngine:
         return self._warps
 
     def _tables(self, choice, model):
-        values, fill = cost_rows(model, choice.arithmetic, choice.stage)
+        values, fill = cost_rows(model, choice.arithmetic)
         return stripe_table(values, choice.striping, fill)
 
     def ssv(self, choice, blocks, models, sequences):

@@ -19,10 +19,10 @@ from .msv import END_CODE, MSV_OVERFLOW, TABLE_ROWS
 from .warpblocks import ROW_BYTES, table_words
 
 
-def unstripe_gains(table_bytes, striping, arithmetic, stage):
+def unstripe_gains(table_bytes, striping):
     """Table bytes → per-residue cell increments shaped (rows, L threads, W subwords, H words)."""
     s = striping
-    dtype = {1: np.int8 if (arithmetic == "dpx16" and stage == "ssv") else np.uint8, 2: np.int16}[s.cell_bytes]
+    dtype = {1: np.uint8, 2: np.int16}[s.cell_bytes]
     rows = np.asarray(table_bytes).reshape(TABLE_ROWS, s.row_bytes)[:, : s.nodes * s.cell_bytes]
     values = np.ascontiguousarray(rows).view(dtype).astype(np.int32)
     gains = np.zeros((TABLE_ROWS, s.L, s.W, s.H), dtype=np.int32)
@@ -62,7 +62,7 @@ def _diagonal_predecessors(cells):
 
 def run_ssv(blocks, table_bytes, striping, arithmetic, bias, sequences):
     """Best diagonal score per sequence for one model (uint8, capped at 255)."""
-    gains = unstripe_gains(table_bytes, striping, arithmetic, "ssv")
+    gains = unstripe_gains(table_bytes, striping)
     columns = blocks.warps * blocks.S
     cells = np.zeros((columns, striping.L, striping.W, striping.H), dtype=np.int32)
     best = np.zeros(columns, dtype=np.int32)
@@ -88,7 +88,7 @@ def run_ssv(blocks, table_bytes, striping, arithmetic, bias, sequences):
 
 def run_msv(blocks, table_bytes, striping, arithmetic, model, tjbm, sequences):
     """Final xJ per sequence (or MSV_OVERFLOW) for one model; `tjbm[i]` = tjb(L_i) + tbm."""
-    gains = unstripe_gains(table_bytes, striping, arithmetic, "msv")
+    gains = unstripe_gains(table_bytes, striping)
     columns = blocks.warps * blocks.S
     cells = np.zeros((columns, striping.L, striping.W, striping.H), dtype=np.int32)
     out = np.zeros(sequences, dtype=np.int16)

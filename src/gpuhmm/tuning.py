@@ -2,8 +2,7 @@
 
 CUDAMPF++ §3.4: prefer the kernel with the most sequences per warp (S) whose coverage
 L·W·H_max (L = 32/S threads per sequence, W cells per word) still holds the model (Eq. 4),
-then the fewest words per thread H that do (Eq. 5), rounded up to a whole 4-byte table
-unit. Past `single_above` nodes the single-sequence kernel (CUDAMPF, S = 1) takes over
+then the fewest words per thread H that do (Eq. 5). Past `single_above` nodes the single-sequence kernel (CUDAMPF, S = 1) takes over
 (§3.4.2), with H as large as the model needs. The 64- and 128-lane kernels are replaced by the
 32-lane one for all small models (the §3.4.2 small-model rule), so S ≤ 32 here.
 
@@ -20,8 +19,9 @@ from .warpblocks import Striping
 SEQUENCES_PER_WARP = (32, 16, 8, 4, 2)
 
 #: Keys are compute capabilities; a GPU uses the newest table not newer than itself. The sm_90
-#: entries follow benchmarks/results/kernels-h200.json (throughput rises with H up to ~40 words
-#: and the single-sequence kernel is no slower past 1280 nodes). The pre-Hopper entries are
+#: entries follow benchmarks/results/kernels-h100.json (throughput rises with H up to ~40 words,
+#: the single-sequence kernel is no slower past 1280 nodes, and a 16-warp CTA beats an 8-warp
+#: one by 20–30% where the table leaves room for one CTA per SM). The pre-Hopper entries are
 #: CUDAMPF++'s choices (H_max from its Table 1, S = 1 past Pfam's longest model then), not
 #: measured here: no such GPU was available.
 TABLES = {
@@ -29,13 +29,22 @@ TABLES = {
         "arithmetic": "dpx16",
         "ssv": {"h_max": 40, "single_above": 1280, "warps_per_sm": 16},
         "msv": {"h_max": 40, "single_above": 1280, "warps_per_sm": 16},
+        "cta_warps": 8,
+        "cta_warps_alone": 16,
+        "shared_per_sm": 228 * 1024,
     },
     70: {
         "arithmetic": "simd8",
         "ssv": {"h_max": 50, "single_above": 2405, "warps_per_sm": 16},
         "msv": {"h_max": 45, "single_above": 2405, "warps_per_sm": 16},
+        "cta_warps": 8,
+        "cta_warps_alone": 16,
+        "shared_per_sm": 96 * 1024,
     },
 }
+
+#: Cells per 32-bit word of each lane arithmetic.
+CELLS_PER_WORD = {"dpx16": 2, "simd8": 4}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +52,7 @@ class KernelChoice:
     stage: str  # "ssv" or "msv"
     arithmetic: str
     striping: Striping
+    cta_warps: int  # warps per CTA, which share one copy of the model's table
 
 
 def table_for(compute_capability):
@@ -52,19 +62,19 @@ def table_for(compute_capability):
     return TABLES[max(usable)]
 
 
-def cell_layout(arithmetic, stage):
-    """(W cells per word, bytes per table cell)."""
-    if arithmetic == "simd8":
-        return 4, 1
-    return 2, (1 if stage == "ssv" else 2)
+def _cta_warps(table, striping):
+    """A CTA's warps share its table copy; where only one CTA's table fits an SM, a larger CTA
+    keeps enough warps resident to hide latency."""
+    if 2 * striping.shared_bytes > table["shared_per_sm"]:
+        return table["cta_warps_alone"]
+    return table["cta_warps"]
 
 
 def choose(M, stage, compute_capability):
     table = table_for(compute_capability)
     arithmetic = table["arithmetic"]
     limits = table[stage]
-    W, cell_bytes = cell_layout(arithmetic, stage)
-    unit = 4 // (W * cell_bytes)
+    W = CELLS_PER_WORD[arithmetic]
     S = 1
     if M <= limits["single_above"]:
         for candidate in SEQUENCES_PER_WARP:
@@ -72,5 +82,6 @@ def choose(M, stage, compute_capability):
                 S = candidate
                 break
     lanes = (32 // S) * W
-    H = max(2, -(-M // (lanes * unit)) * unit)
-    return KernelChoice(stage, arithmetic, Striping(S=S, H=H, W=W, cell_bytes=cell_bytes))
+    H = max(2, -(-M // lanes))
+    striping = Striping(S=S, H=H, W=W)
+    return KernelChoice(stage, arithmetic, striping, _cta_warps(table, striping))

@@ -116,8 +116,7 @@ class Striping:
 
     S: int  # sequences per warp
     H: int  # words per thread
-    W: int  # cells per word: 2 (16-bit lanes) or 4 (8-bit lanes)
-    cell_bytes: int  # bytes per cell in the cost table: 1 or 2
+    W: int  # cells per 32-bit word: 2 (16-bit lanes) or 4 (8-bit lanes)
 
     @property
     def L(self):
@@ -132,25 +131,37 @@ class Striping:
         return self.lanes * self.H
 
     @property
-    def words_per_chunk(self):
-        return 16 // (self.W * self.cell_bytes)
-
-    @property
-    def words_per_unit(self):
-        return 4 // (self.W * self.cell_bytes)
+    def cell_bytes(self):
+        """A table word holds one register's cells: int16 gains or uint8 costs."""
+        return 4 // self.W
 
     @property
     def chunks(self):
-        return self.H // self.words_per_chunk
+        """16-byte (four-word) loads per thread; the H mod 4 words left are loaded singly."""
+        return self.H // 4
 
     @property
-    def units(self):
-        return (self.H - self.chunks * self.words_per_chunk) // self.words_per_unit
+    def replicas(self):
+        """Copies of the table in shared memory, one per group of a quarter-warp.
+
+        A 128-bit shared load is served a quarter-warp (8 threads) at a time. With L < 8 those
+        8 threads are 8/L groups reading rows of different residues, which would collide in
+        the banks; each group reads its own copy, skewed by L·16 bytes, so they never do.
+        """
+        return 8 // self.L if self.L < 8 else 1
 
     @property
     def row_bytes(self):
-        """Bytes per residue row, padded to 16 so every row starts 128-bit aligned."""
-        return -(-self.nodes * self.cell_bytes // 16) * 16
+        """Bytes per residue row: 16-byte aligned rows, or whole 128-byte bank lines when the
+        table is replicated (so the skew alone sets each copy's bank offset)."""
+        align = 128 if self.replicas > 1 else 16
+        return -(-self.nodes * self.cell_bytes // align) * align
+
+    @property
+    def shared_bytes(self):
+        """Shared memory a CTA needs for the table copies (msv.cu computes the same)."""
+        skew = self.L * 16 if self.replicas > 1 else 0
+        return (self.replicas - 1) * (TABLE_ROWS * self.row_bytes + skew) + TABLE_ROWS * self.row_bytes
 
 
 def node_of(striping, t, w, h):
@@ -161,13 +172,12 @@ def node_of(striping, t, w, h):
 def table_words(striping):
     """Word index h of each table cell in storage order, shaped (groups, L, words, W).
 
-    Storage is 16-byte chunks, chunk j of thread t at (j·L + t)·16, then 4-byte units for
-    the words left over, unit u of thread t at chunks·L·16 + (u·L + t)·4.
+    Storage is 16-byte chunks, chunk j of thread t at (j·L + t)·16, then the words left over,
+    word u of thread t at chunks·L·16 + (u·L + t)·4.
     """
     s = striping
     regions = []
-    for count, words, first in ((s.chunks, s.words_per_chunk, 0),
-                                (s.units, s.words_per_unit, s.chunks * s.words_per_chunk)):
+    for count, words, first in ((s.chunks, 4, 0), (s.H - 4 * s.chunks, 1, 4 * s.chunks)):
         group = np.arange(count)[:, None, None, None]
         word = np.arange(words)[None, None, :, None]
         h = first + group * words + word + np.zeros((1, s.L, 1, s.W), dtype=np.int64)
@@ -178,13 +188,10 @@ def table_words(striping):
 def stripe_table(values, striping, fill):
     """`values` (rows, M) per node → the striped table bytes (rows, row_bytes), `fill` past M."""
     s = striping
-    if s.H % s.words_per_unit:
-        raise ValueError(f"H={s.H} does not fill whole 4-byte table units")
     rows, M = values.shape
     if M > s.nodes:
         raise ValueError(f"model of {M} nodes does not fit {s.nodes} lanes×words")
-    dtype = np.int16 if s.cell_bytes == 2 else values.dtype
-    padded = np.full((rows, s.nodes), fill, dtype=dtype)
+    padded = np.full((rows, s.nodes), fill, dtype=values.dtype)
     padded[:, :M] = values
     t = np.arange(s.L)[None, :, None, None]
     w = np.arange(s.W)[None, None, None, :]
@@ -194,34 +201,27 @@ def stripe_table(values, striping, fill):
     return table
 
 
-def cost_rows(model, arithmetic, stage):
-    """The per-residue cell increments a kernel adds, as values (TABLE_ROWS, M).
+def cost_rows(model, arithmetic):
+    """The per-residue cell increments a kernel adds, as values (TABLE_ROWS, M), and the fill
+    for the PAD/END rows and for nodes past M.
 
-    16-bit lanes add `bias − cost`. SSV needs only int8: its scores stay below 127 − bias
-    until an overflow has been flagged, so a clamp at −128 still floors them at 0. 8-bit lanes
-    take HMMER's biased costs as they are.
+    16-bit lanes add int16 `bias − cost`; 8-bit lanes take HMMER's biased byte costs as they are.
     """
-    costs = model.costs.astype(np.int16)
     if arithmetic == "simd8":
         table = np.full((TABLE_ROWS, model.M), 255, dtype=np.uint8)
-        table[: costs.shape[0]] = model.costs
+        table[: model.costs.shape[0]] = model.costs
         return table, np.uint8(255)
-    gain = model.bias - costs
-    if stage == "ssv":
-        table = np.full((TABLE_ROWS, model.M), -128, dtype=np.int8)
-        table[: costs.shape[0]] = np.maximum(gain, -128)
-        return table, np.int8(-128)
     table = np.full((TABLE_ROWS, model.M), -255, dtype=np.int16)
-    table[: costs.shape[0]] = gain
+    table[: model.costs.shape[0]] = model.bias - model.costs.astype(np.int16)
     return table, np.int16(-255)
 
 
-def model_tables(models, striping_for, arithmetic, stage):
+def model_tables(models, striping, arithmetic):
     """All models' striped tables end to end, with each model's byte offset."""
     parts, offsets, position = [], [], 0
     for model in models:
-        values, fill = cost_rows(model, arithmetic, stage)
-        table = stripe_table(values, striping_for(model.M), fill)
+        values, fill = cost_rows(model, arithmetic)
+        table = stripe_table(values, striping, fill)
         offsets.append(position)
         parts.append(table.reshape(-1))
         position += table.size

@@ -12,8 +12,10 @@
 // Lanes8 (older GPUs): CUDAMPF's four 8-bit cells per word with the SIMD-within-a-register
 // intrinsics (__vaddus4, __vsubus4, __vmaxu4), HMMER's saturating byte arithmetic itself.
 //
-// Both provide: W (cells per word), the cell updates, the begin-of-diagonal shift, and the
-// unpacking of cost-table bytes into per-word gains.
+// Both provide: W (cells per word), the table cell width, the cell updates and the
+// begin-of-diagonal shift. Table words are used as they are: 16-bit lanes read int16 gains
+// (bias − cost; an 8-bit table would need a byte permute per word on the same pipe as the
+// DP instructions), 8-bit lanes read HMMER's biased byte costs.
 #pragma once
 
 #ifdef __CUDACC_RTC__
@@ -27,16 +29,9 @@ typedef unsigned int uint32_t;
 
 namespace gpuhmm {
 
-// PTX prmt in its default mode: a selector nibble with bit 3 set replicates the sign of the
-// chosen byte, which sign-extends two int8 gains into an s16x2 word in one instruction.
-__device__ __forceinline__ uint32_t byte_permute(uint32_t value, uint32_t selector) {
-    uint32_t result;
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(result) : "r"(value), "r"(selector));
-    return result;
-}
-
 struct Lanes16 {
     static constexpr int W = 2;
+    static constexpr int CELL_BYTES = 2;
     static constexpr int SHIFT = 16;  // one cell, the shift that moves a diagonal one lane up
 
     __device__ __forceinline__ static uint32_t splat(int value) {
@@ -66,20 +61,11 @@ struct Lanes16 {
     __device__ __forceinline__ static int horizontal_max(uint32_t v) {
         return ::max(int(int16_t(v & 0xffffu)), int(int16_t(v >> 16)));
     }
-
-    // Gains for word `word` of table bytes held in 32-bit parts (one 16-byte chunk or one unit).
-    template <int CELL_BYTES>
-    __device__ __forceinline__ static uint32_t gain(const uint32_t *parts, int word) {
-        if constexpr (CELL_BYTES == 2) {
-            return parts[word];
-        } else {
-            return byte_permute(parts[word >> 1], (word & 1) ? 0xB3A2u : 0x9180u);
-        }
-    }
 };
 
 struct Lanes8 {
     static constexpr int W = 4;
+    static constexpr int CELL_BYTES = 1;
     static constexpr int SHIFT = 8;
 
     __device__ __forceinline__ static uint32_t splat(int value) { return (uint32_t(value) & 0xffu) * 0x01010101u; }
@@ -99,10 +85,6 @@ struct Lanes8 {
         v = __vmaxu4(v, v >> 16);
         v = __vmaxu4(v, v >> 8);
         return int(v & 0xffu);
-    }
-    template <int CELL_BYTES>
-    __device__ __forceinline__ static uint32_t gain(const uint32_t *parts, int word) {
-        return parts[word];
     }
 };
 

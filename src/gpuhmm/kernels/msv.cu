@@ -2,14 +2,16 @@
 // CUDAMPF++-style: one warp aligns S sequences at once against one model.
 //
 // Thread → data. blockIdx.y is the model (of a batch of models with the same specialization);
-// each warp of a CTA owns one warp sequence block (warpblocks.py). Lane g·L + t (L = 32/S)
-// is thread t of group g, which aligns column g of the block. Thread t holds H words of W
-// cells: subword w of word h is model node (w·L + t)·H + h + 1, HMMER's striping with 2L (or
+// each of a CTA's CTA_WARPS warps owns one warp sequence block (warpblocks.py). Lane g·L + t
+// (L = 32/S) is thread t of group g, which aligns column g of the block. Thread t holds H words
+// of W cells: subword w of word h is model node (w·L + t)·H + h + 1, HMMER's striping with 2L (or
 // 4L) vector lanes. The diagonal predecessor of word h is word h−1 of the previous row; of word
 // 0, word H−1 of thread t−1 (a warp shuffle), or for t = 0 thread L−1's, one subword up with
 // −inf (0) shifted in. The model's cost table sits in shared memory, one row per residue code:
-// 16-byte chunks per thread, then 4-byte units for the words that do not fill a chunk (so H
-// need not pad a model to a whole chunk); residues are read four at a time from 128-byte rows.
+// 16-byte chunks (four words) per thread, then single 4-byte words for the rest (so H need not
+// pad a model to a whole chunk); residues are read four at a time from 128-byte rows.
+// Where a quarter-warp spans several groups (L < 8), each group reads its own copy of the
+// table, skewed by L·16 bytes, so that groups on different residues never share a bank.
 //
 // Lane width: Lanes16 (16-bit cells on DPX, sm_90+) or Lanes8 (8-bit SIMD within a register),
 // see lanes.cuh for the saturation proofs. Overflow rule: SSV records its best cell and lets the
@@ -23,7 +25,6 @@
 
 namespace gpuhmm {
 
-constexpr int WARPS_PER_CTA = 8;
 constexpr int TABLE_ROWS = 31;
 constexpr int END_CODE = 30;
 constexpr int STAGE_SSV = 0;
@@ -33,8 +34,8 @@ struct ModelParameters {
     int bias, base, tbm, tec;
 };
 
-template <int S, int H, int STAGE, class Lanes, int CELL_BYTES>
-__global__ void __launch_bounds__(WARPS_PER_CTA * 32)
+template <int S, int H, int STAGE, class Lanes, int CTA_WARPS>
+__global__ void __launch_bounds__(CTA_WARPS * 32)
 msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ block_start,
           const int *__restrict__ heights, const int *__restrict__ column_start,
           const int *__restrict__ column_sequences, int warps,
@@ -43,23 +44,28 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
           int sequences, void *out) {
     constexpr int L = 32 / S;
     constexpr int W = Lanes::W;
-    constexpr int WORDS_PER_CHUNK = 16 / (W * CELL_BYTES);
-    constexpr int WORDS_PER_UNIT = 4 / (W * CELL_BYTES);
+    constexpr int CELL_BYTES = Lanes::CELL_BYTES;
+    static_assert(W * CELL_BYTES == 4, "a table word is one 32-bit register of cells");
+    constexpr int WORDS_PER_CHUNK = 4;
     constexpr int CHUNKS = H / WORDS_PER_CHUNK;
-    // Each residue's row starts on a 16-byte boundary for the 128-bit loads.
-    constexpr int ROW_BYTES = (L * H * W * CELL_BYTES + 15) / 16 * 16;
+    // warpblocks.Striping.replicas/row_bytes/shared_bytes mirror these.
+    constexpr int REPLICAS = L < 8 ? 8 / L : 1;
+    constexpr int ALIGN = REPLICAS > 1 ? 128 : 16;
+    constexpr int ROW_BYTES = (L * H * W * CELL_BYTES + ALIGN - 1) / ALIGN * ALIGN;
+    constexpr int TABLE_CHUNKS = TABLE_ROWS * ROW_BYTES / 16;
+    constexpr int REPLICA_CHUNKS = TABLE_CHUNKS + (REPLICAS > 1 ? L : 0);
     constexpr int PER_ROW = 128 / S;  // residues of one column in a 128-byte block row
-    static_assert(H % WORDS_PER_UNIT == 0, "H must fill whole 4-byte table units");
 
     extern __shared__ uint4 table[];
     const int model = blockIdx.y;
     {
         const uint4 *source = reinterpret_cast<const uint4 *>(tables + table_offset[model]);
-        for (int i = threadIdx.x; i < TABLE_ROWS * ROW_BYTES / 16; i += blockDim.x) table[i] = source[i];
+        for (int i = threadIdx.x; i < REPLICAS * TABLE_CHUNKS; i += blockDim.x)
+            table[(i / TABLE_CHUNKS) * REPLICA_CHUNKS + i % TABLE_CHUNKS] = source[i % TABLE_CHUNKS];
     }
     __syncthreads();
 
-    const int warp = blockIdx.x * WARPS_PER_CTA + threadIdx.x / 32;
+    const int warp = blockIdx.x * CTA_WARPS + threadIdx.x / 32;
     if (warp >= warps) return;
     const int lane = threadIdx.x % 32;
     const int group = lane / L;
@@ -89,14 +95,14 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
             const int code = (quad >> (8 * step)) & 0xff;
-            const uint4 *costs = table + code * (ROW_BYTES / 16) + t;
+            const uint4 *costs = table + (group % REPLICAS) * REPLICA_CHUNKS + code * (ROW_BYTES / 16) + t;
             uint32_t carry = __shfl_sync(0xffffffffu, cells[H - 1], left);
             if (t == 0) carry <<= Lanes::SHIFT;
             // SSV keeps one running best over the whole sequence; MSV needs each row's xE.
             uint32_t row_max = (STAGE == STAGE_SSV) ? best : 0u;
             uint32_t begin = 0u;
             if constexpr (STAGE == STAGE_MSV) begin = Lanes::splat(::max(p.base, x_j) - tjbm);
-            const uint32_t *units = reinterpret_cast<const uint32_t *>(costs - t + CHUNKS * L) + t;
+            const uint32_t *tail = reinterpret_cast<const uint32_t *>(costs - t + CHUNKS * L) + t;
             // Descending h: word h−1 is read before it is overwritten, so no copies are needed.
 #pragma unroll
             for (int h = H - 1; h >= 0; --h) {
@@ -104,11 +110,10 @@ msv_stage(const uint8_t *__restrict__ blocks, const long long *__restrict__ bloc
                 if (h < CHUNKS * WORDS_PER_CHUNK) {
                     const uint4 chunk = costs[(h / WORDS_PER_CHUNK) * L];
                     const uint32_t parts[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-                    gain = Lanes::template gain<CELL_BYTES>(parts, h % WORDS_PER_CHUNK);
+                    gain = parts[h % WORDS_PER_CHUNK];
                 } else {
                     const int word = h - CHUNKS * WORDS_PER_CHUNK;
-                    const uint32_t part = units[(word / WORDS_PER_UNIT) * L];
-                    gain = Lanes::template gain<CELL_BYTES>(&part, word % WORDS_PER_UNIT);
+                    gain = tail[word * L];
                 }
                 const uint32_t previous = h ? cells[h > 0 ? h - 1 : 0] : carry;
                 if constexpr (STAGE == STAGE_SSV) {
