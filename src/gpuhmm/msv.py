@@ -154,8 +154,14 @@ def msv_scores(model, decision, x_j, tjb, msv_xj):
 
 def f1_pvalues(model, scores, null1):
     """The P-value `p7_Pipeline` compares with F1, in its own float/double steps."""
-    bits = ((scores - null1).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)
-    y = np.float64(model.lam) * (bits.astype(np.float64) - np.float64(model.mu))
+    return gumbel_pvalues(scores, null1, model.mu, model.lam)
+
+
+def gumbel_pvalues(scores, null, mu, lam):
+    """`esl_gumbel_surv((score − null)/ln 2, μ, λ)` as `p7_Pipeline` computes it: a float
+    difference, divided in double, stored as float; then the survival function in double."""
+    bits = ((scores - null).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)
+    y = np.float64(lam) * (bits.astype(np.float64) - np.float64(mu))
     with np.errstate(over="ignore", invalid="ignore"):
         ey = -np.exp(-y)
         pvalues = np.where(np.abs(ey) < 5e-9, -ey, 1.0 - np.exp(ey))
