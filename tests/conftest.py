@@ -85,6 +85,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def pfam_test_data():
+    """The test Pfam models and the test proteins (pyhmmer digital sequences)."""
+    import pyhmmer
+
+    alphabet = pyhmmer.easel.Alphabet.amino()
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        hmms = list(handle)
+    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=alphabet) as handle:
+        sequences = list(handle.read_block())
+    return hmms, sequences
+
+
 def msv_filter_scores(hmm, sequences):
     """pyhmmer's `OptimizedProfile.msv_filter` (HMMER's p7_MSVFilter) per sequence; NaN if empty."""
     import numpy as np

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
-import pyhmmer
 import pytest
 
-from conftest import DATA, filter_shard, msv_filter_scores
+from conftest import filter_shard, msv_filter_scores
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def data():
-    alphabet = pyhmmer.easel.Alphabet.amino()
-    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
-        hmms = list(handle)
-    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=alphabet) as handle:
-        sequences = list(handle.read_block())
-    return hmms, sequences
-
-
 @pytest.mark.parametrize("table_capability", [None, 80], ids=["native", "simd8"])
-def test_gpu_scores_equal_msv_filter(data, table_capability):
+def test_gpu_scores_equal_msv_filter(pfam_test_data, table_capability):
     from gpuhmm import msv, prefilter
     from gpuhmm.gpu import GpuEngine
 
-    hmms, sequences = data
+    hmms, sequences = pfam_test_data
     engine = GpuEngine(table_capability)
     shard = filter_shard(sequences)
     results = prefilter.f1_filter(engine, msv.msv_models(hmms), shard, 0.02)
@@ -37,12 +26,12 @@ def test_gpu_scores_equal_msv_filter(data, table_capability):
         assert np.array_equal(result.ssv_undecided[nonempty], undecided[nonempty]), hmm.name
 
 
-def test_gpu_equals_reference_raw_outputs(data):
+def test_gpu_equals_reference_raw_outputs(pfam_test_data):
     """Raw kernel outputs (SSV bests, MSV xJ) equal the numpy model of the same lanes."""
     from gpuhmm import msv, prefilter, tuning
     from gpuhmm.gpu import GpuEngine
 
-    hmms, sequences = data
+    hmms, sequences = pfam_test_data
     engine = GpuEngine()
     reference = prefilter.ReferenceEngine(engine.compute_capability, warps=engine.warps(1))
     shard = filter_shard([s for s in sequences if len(s) < 3000][:120])

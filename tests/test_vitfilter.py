@@ -6,32 +6,21 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from conftest import DATA, msv_filter_scores
+from conftest import msv_filter_scores
 from gpuhmm import msv, vitfilter
-from gpuhmm._tophits import FILTER_COUNTS
-
-
-@pytest.fixture(scope="module")
-def data():
-    alphabet = pyhmmer.easel.Alphabet.amino()
-    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
-        hmms = list(handle)
-    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=alphabet) as handle:
-        sequences = list(handle.read_block())
-    return alphabet, hmms, sequences
+from gpuhmm._tophits import filter_counts
 
 
 def _pipeline_counts(hmm, sequences, **options):
     pipeline = pyhmmer.plan7.Pipeline(hmm.alphabet, **options)
-    hits = pipeline.search_hmm(hmm, pyhmmer.easel.DigitalSequenceBlock(hmm.alphabet, sequences))
-    pipeline_state = hits.__getstate__()["pipeline"]
-    return {name: pipeline_state[name] for name in FILTER_COUNTS}
+    return filter_counts(pipeline.search_hmm(hmm, pyhmmer.easel.DigitalSequenceBlock(hmm.alphabet, sequences)))
 
 
 @pytest.mark.parametrize("bias_filter", [True, False], ids=["bias", "nobias"])
-def test_stage_counts_equal_hmmsearch(data, bias_filter):
+def test_stage_counts_equal_hmmsearch(pfam_test_data, bias_filter):
     """Sequences past MSV, bias and Viterbi equal HMMER's pipeline counts, model by model."""
-    alphabet, hmms, sequences = data
+    hmms, sequences = pfam_test_data
+    alphabet = hmms[0].alphabet
     background = pyhmmer.plan7.Background(alphabet)
     chosen = sorted(hmms, key=lambda h: h.M)[:: max(1, len(hmms) // 6)]
     lengths = np.array([len(s) for s in sequences])
@@ -53,9 +42,10 @@ def test_stage_counts_equal_hmmsearch(data, bias_filter):
         assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"]), hmm.name
 
 
-def test_profile_words_match_hmmer_layout(data):
+def test_profile_words_match_hmmer_layout(pfam_test_data):
     """Parameters parsed from the written profile have HMMER's shapes, scale and bounds."""
-    alphabet, hmms, _ = data
+    hmms, _ = pfam_test_data
+    alphabet = hmms[0].alphabet
     profile = vitfilter.viterbi_profiles(hmms[:1], pyhmmer.plan7.Background(alphabet))[0]
     Q = max(2, (profile.M - 1) // 8 + 1)
     assert profile.rwv.shape == (alphabet.Kp, Q, 8) and profile.twv.shape == (8 * Q, 8)
@@ -64,5 +54,5 @@ def test_profile_words_match_hmmer_layout(data):
     # Padding lanes past node M hold −inf emissions (striped: lane z of vector q is q + 1 + z·Q).
     q, z = np.meshgrid(np.arange(Q), np.arange(8), indexing="ij")
     assert (profile.rwv[:, q + 1 + z * Q > profile.M] == vitfilter.NEG_INF_WORD).all()
-    # ReconfigRestLength: multihit move word for L = 400 (the helper-verified HMMER value).
+    # ReconfigRestLength: multihit move word for L = 400, as HMMER 3.4 computes it.
     assert profile.move_word(400) == -3535

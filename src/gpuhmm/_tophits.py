@@ -23,6 +23,15 @@ _Z_SET_BY_TARGETS = 0
 FILTER_COUNTS = ("n_past_msv", "n_past_bias", "n_past_vit", "n_past_fwd")
 
 
+def filter_counts(hits):
+    """The pipeline statistics of `hits`: targets searched and passed each filter."""
+    return _counts(hits.__getstate__()["pipeline"])
+
+
+def _counts(pipeline):
+    return {"nseqs": pipeline["nseqs"], **{name: pipeline[name] for name in FILTER_COUNTS}}
+
+
 def as_hmmsearch_keeps(hits, file_position):
     """One shard's `hits` as hmmsearch (reading the file in order) would have kept them.
 
@@ -33,7 +42,7 @@ def as_hmmsearch_keeps(hits, file_position):
     """
     state = hits.__getstate__()
     pipeline = state["pipeline"]
-    counts = {"nseqs": pipeline["nseqs"], **{name: pipeline[name] for name in FILTER_COUNTS}}
+    counts = _counts(pipeline)
     if not pipeline["by_E"] or pipeline["Z_setby"] != _Z_SET_BY_TARGETS:
         return hits, counts
     ranked = list(hits)  # iteration follows state["hit"], the sorted order

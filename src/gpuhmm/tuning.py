@@ -2,9 +2,10 @@
 
 CUDAMPF++ §3.4: prefer the kernel with the most sequences per warp (S) whose coverage
 L·W·H_max (L = 32/S threads per sequence, W cells per word) still holds the model (Eq. 4),
-then the fewest words per thread H that do (Eq. 5). Past `single_above` nodes the single-sequence kernel (CUDAMPF, S = 1) takes over
-(§3.4.2), with H as large as the model needs. The 64- and 128-lane kernels are replaced by the
-32-lane one for all small models (the §3.4.2 small-model rule), so S ≤ 32 here.
+then the fewest words per thread H that do (Eq. 5). Past `single_above` nodes the
+single-sequence kernel (CUDAMPF, S = 1) takes over (§3.4.2), with H as large as the model
+needs. The 64- and 128-lane kernels are replaced by the 32-lane one for all small models (the
+§3.4.2 small-model rule), so S ≤ 32 here.
 
 `arithmetic` names the lane arithmetic: "dpx16" is 16-bit lanes on Hopper's DPX min/max-add
 instructions, "simd8" CUDAMPF's four 8-bit lanes per register for GPUs without them.

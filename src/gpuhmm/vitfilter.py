@@ -245,8 +245,7 @@ def bias_scores(profile, background_frequencies, sequences):
 def _emission_odds(frequencies, composition):
     """`esl_hmm_Configure`'s emission odds for the null state and the composition state."""
     K = len(frequencies)
-    odds = np.ones((K + 9, 2), dtype=np.float32)
-    odds[:K, 0] = frequencies / frequencies
+    odds = np.ones((K + 9, 2), dtype=np.float32)  # the null state emits the background: odds 1
     odds[:K, 1] = composition / frequencies
     for code, residues in _AMINO_DEGENERACIES.items():
         members = ["ACDEFGHIKLMNPQRSTVWY".index(r) for r in residues]
