@@ -36,8 +36,10 @@ def test_stage_counts_equal_hmmsearch(pfam_test_data, bias_filter):
         survivors = np.nonzero(passed_msv)[0]
         subset = [residues[i] for i in survivors]
         bias = vitfilter.bias_scores(profile, background.residue_frequencies, subset) if bias_filter else None
-        viterbi = vitfilter.viterbi_scores(profile, subset)
-        stage = vitfilter.second_stage(model, profile, usc[survivors], null1[survivors], bias, viterbi, 0.02, 1e-3)
+        stage = vitfilter.second_stage(
+            usc[survivors], null1[survivors] if bias is None else bias, (model.mu, model.lam),
+            lambda mask: vitfilter.viterbi_scores(profile, [s for s, m in zip(subset, mask) if m]),
+            (profile.mu, profile.lam), 0.02, 1e-3)
         got = (len(survivors), int(stage.passed_bias.sum()), int(stage.passed_viterbi.sum()))
         assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"]), hmm.name
 

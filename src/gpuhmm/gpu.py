@@ -11,6 +11,8 @@ host object that describes them lives.
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
 
 os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
@@ -18,11 +20,13 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from . import biasfilter, vitlayout  # noqa: E402
 from .warpblocks import model_tables  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
-LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8"}
+LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8", "vit16": "gpuhmm::Vit16", "vit32": "gpuhmm::Vit32"}
 STAGES = {"ssv": 0, "msv": 1}
+BIAS_CTA_THREADS = 128
 
 
 def device_count():
@@ -32,14 +36,25 @@ def device_count():
         return 0
 
 
-def _source():
-    """msv.cu with its headers inlined, so the disk cache key covers them."""
-    text = (KERNELS / "msv.cu").read_text()
-    return text.replace('#include "lanes.cuh"', (KERNELS / "lanes.cuh").read_text())
+def _source(name):
+    """A kernel file with its headers inlined (each once), so the disk cache key covers them."""
+    seen = set()
+
+    def inline(match):
+        header = match.group(1)
+        if header in seen:
+            return ""
+        seen.add(header)
+        return _INCLUDE.sub(inline, (KERNELS / header).read_text().replace("#pragma once", ""))
+
+    return _INCLUDE.sub(inline, (KERNELS / name).read_text())
+
+
+_INCLUDE = re.compile(r'^#include "([a-z0-9_]+\.cuh)"$', re.MULTILINE)
 
 
 class GpuEngine:
-    """Runs the SSV/MSV kernels on the current CUDA device."""
+    """Runs the filter kernels (SSV/MSV, bias, Viterbi) on the current CUDA device."""
 
     def __init__(self, table_capability=None):
         device = cupy.cuda.Device()
@@ -58,19 +73,24 @@ class GpuEngine:
 
     def kernel(self, choice):
         s = choice.striping
-        expression = (
-            f"gpuhmm::msv_stage<{s.S}, {s.H}, {STAGES[choice.stage]}, "
-            f"{LANES[choice.arithmetic]}, {choice.cta_warps}>"
-        )
+        if choice.stage == "viterbi":
+            source, shared = "vit.cu", vitlayout.shared_bytes(s)
+            expression = f"gpuhmm::viterbi_filter<{s.S}, {s.H}, {LANES[choice.arithmetic]}, {choice.cta_warps}>"
+        else:
+            source, shared = "msv.cu", s.shared_bytes
+            expression = (
+                f"gpuhmm::msv_stage<{s.S}, {s.H}, {STAGES[choice.stage]}, "
+                f"{LANES[choice.arithmetic]}, {choice.cta_warps}>"
+            )
         if expression not in self._kernels:
             module = cupy.RawModule(
-                code=_source(),
+                code=_source(source),
                 options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
                 name_expressions=[expression],
             )
             function = module.get_function(expression)
-            if s.shared_bytes > 48 * 1024:
-                function.max_dynamic_shared_size_bytes = s.shared_bytes
+            if shared > 48 * 1024:
+                function.max_dynamic_shared_size_bytes = shared
             self._kernels[expression] = function
         return self._kernels[expression]
 
@@ -136,3 +156,77 @@ class GpuEngine:
 
     def msv(self, choice, blocks, models, tjb, sequences):
         return self.launch(choice, blocks, models, tjb, sequences)
+
+    def resident(self, array):
+        """A host array kept on the device for as long as the host array lives."""
+        key = id(array)
+        if key not in self._resident or self._resident[key][0] is not array:
+            self._resident[key] = (array, cupy.asarray(array))
+        return self._resident[key][1]
+
+    def viterbi(self, launches, timing=None):
+        """Viterbi-filter launches, run side by side on their own streams so that one launch's
+        last long sequences overlap the others' work.
+
+        Each launch is (choice, profiles, sequences, batch): a vitlayout.PairBatch over
+        `profiles`, all of `choice`'s specialization, and `sequences` = (residues, starts,
+        lengths, moves), kept resident. Returns (xC int32, status uint8) per launch, in each
+        batch's pair order; with `timing` (a list), appends the seconds the kernels took.
+        """
+        prepared = []
+        for choice, profiles, sequences, batch in launches:
+            blobs = [vitlayout.model_blob(profile, choice.arithmetic, choice.striping) for profile in profiles]
+            offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])[:-1]]).astype(np.int64)
+            parameters = np.array([vitlayout.kernel_parameters(profile).as_row() for profile in profiles], dtype=np.int32)
+            pairs = len(batch.pair_sequence)
+            outputs = (cupy.zeros(pairs, dtype=np.int32), cupy.zeros(pairs, dtype=np.uint8))
+            arguments = (
+                *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
+                cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
+                cupy.zeros(len(batch.chunk_model), dtype=np.int32),
+                cupy.asarray(np.concatenate(blobs)), cupy.asarray(offsets), cupy.asarray(parameters), *outputs,
+            )
+            prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
+        cupy.cuda.Device().synchronize()
+        started = time.perf_counter()
+        streams = []
+        for kernel, choice, batch, arguments, _ in prepared:
+            if len(batch.chunk_model):
+                stream = cupy.cuda.Stream(non_blocking=True)
+                streams.append(stream)
+                with stream:
+                    kernel((len(batch.chunk_model),), (choice.cta_warps * 32,), arguments,
+                           shared_mem=vitlayout.shared_bytes(choice.striping))
+        for stream in streams:
+            stream.synchronize()
+        if timing is not None:
+            timing.append(time.perf_counter() - started)
+        return [(cupy.asnumpy(xc), cupy.asnumpy(status)) for *_, (xc, status) in prepared]
+
+    def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
+        """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
+        uncertain ones to be rescored on the host (biasfilter.resolve_uncertain).
+        `sequences` is (residues, offsets), kept resident."""
+        pairs = len(pair_model)
+        if not pairs:
+            return np.zeros(0, np.float32), np.zeros(0, bool)
+        residues, offsets = sequences
+        key = ("bias terms", id(offsets))
+        if key not in self._resident or self._resident[key][0] is not offsets:
+            terms = biasfilter.length_terms(np.diff(offsets))
+            self._resident[key] = (offsets, [cupy.asarray(t) for t in terms])
+        odds, leave1, stay1 = biasfilter.model_terms(profiles, background_frequencies)
+        scores = cupy.zeros(pairs, dtype=np.float32)
+        uncertain = cupy.zeros(pairs, dtype=np.uint8)
+        expression = f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>"
+        if expression not in self._kernels:
+            module = cupy.RawModule(code=_source("bias.cu"), options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
+                                    name_expressions=[expression])
+            self._kernels[expression] = module.get_function(expression)
+        self._kernels[expression](
+            (-(-pairs // BIAS_CTA_THREADS),), (BIAS_CTA_THREADS,),
+            (self.resident(residues), self.resident(offsets), cupy.asarray(pair_model.astype(np.int32)),
+             cupy.asarray(pair_sequence.astype(np.int32)), np.int32(pairs), cupy.asarray(odds), cupy.asarray(leave1),
+             cupy.asarray(stay1), *self._resident[key][1], scores, uncertain),
+        )
+        return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)

@@ -1,9 +1,10 @@
 """The search engine: (model group × database shard) tasks, each finished by pyhmmer's pipeline.
 
 On the CPU backend every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward →
-domains) on one database shard. On the GPU backend the shard's first stage (SSV/MSV and the
-F1 test, `prefilter`) runs on the GPU first, and pyhmmer's pipeline re-runs every stage on the
-survivors only; since the GPU stage passes exactly HMMER's set, the hits are the same. Either
+domains) on one database shard. On the GPU backend the shard's filter stages (SSV/MSV, the
+bias filter and the Viterbi filter, `prefilter`) run on the GPU first, and pyhmmer's pipeline
+re-runs every stage on the survivors only; since the GPU stages pass exactly HMMER's set (or,
+where a model is too large for the Viterbi kernel, more), the hits are the same. Either
 way each shard keeps the hits hmmsearch would keep (see `_tophits`), and its statistics
 count the whole shard. Z is the user's `-Z` or, automatic, the shard's count, which
 `TopHits.merge` sums into the whole database's, so the merged shards are exactly hmmsearch's
@@ -21,7 +22,7 @@ import numpy as np
 import pyhmmer.easel
 import pyhmmer.plan7
 
-from . import _tophits, msv, prefilter
+from . import _tophits, msv, prefilter, vitfilter
 from .errors import GpuhmmError
 from .models import balance_by_length, guided_groups
 
@@ -40,6 +41,7 @@ class TaskResult:
     hits: tuple  # TopHits, one per position in task.positions
     seconds: float
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
+    stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
 
 
 @dataclasses.dataclass
@@ -52,6 +54,7 @@ class SearchResult:
     cells: int = 0
     tasks: int = 0
     filter_counts: dict = dataclasses.field(default_factory=dict)
+    stage_seconds: dict = dataclasses.field(default_factory=dict)
 
 
 def resolve_backend(requested):
@@ -115,6 +118,8 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
             per_model[position][outcome.task.shard] = hits
         for name, count in outcome.filter_counts.items():
             result.filter_counts[name] = result.filter_counts.get(name, 0) + count
+        for name, value in outcome.stage_seconds.items():
+            result.stage_seconds[name] = result.stage_seconds.get(name, 0) + value
         result.task_seconds += outcome.seconds
         result.cells += outcome.task.cells
     result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
@@ -128,22 +133,26 @@ def run_task(work):
     started = time.perf_counter()
     shard = _resident_shard(database, task.shard)
     pipeline = _thread_pipeline(database.alphabet, arguments)
-    survivors = None
+    filtered = None
+    stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        survivors = shard.survivors(models, arguments["F1"])
+        filtered = shard.filter(models, arguments, stage_seconds)
     hits, counts = [], {}
     for index, model in enumerate(models):
-        if survivors is None:
+        if filtered is None:
             found = pipeline.search_hmm(model, shard.block)
         else:
+            survivors, passed = filtered[index]
+            started_tail = time.perf_counter()
             found = _tophits.counting_whole_shard(
-                pipeline.search_hmm(model, shard.subset(survivors[index])), shard.sequences, shard.residues)
+                pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, passed)
+            stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
         model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
         hits.append(model_hits)
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
-    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts)
+    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds)
 
 
 _per_thread = threading.local()
@@ -190,14 +199,24 @@ class _ResidentShard:
     def file_position(self, hit):
         return self._positions[(hit.name, hit.length)]
 
-    def survivors(self, models, F1):
-        """Per model, the block positions (file order) of the sequences that pass F1 on the GPU."""
+    def filter(self, models, arguments, timings):
+        """Per model, the block positions (file order) of the sequences past the GPU's MSV, bias
+        and Viterbi filters, and HMMER's counts past MSV and bias for the whole shard."""
         engine = _gpu_engine()
+        background = pyhmmer.plan7.Background(self._alphabet)
+        msv_models = msv.msv_models(models)
+        profiles = vitfilter.viterbi_profiles(models, background)
         with _gpu_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
-            results = prefilter.f1_filter(engine, msv.msv_models(models), self._filter_shard, F1)
-        return [np.sort(self._block_position[np.flatnonzero(result.passed)]) for result in results]
+            results = prefilter.filter_stages(
+                engine, msv_models, profiles, background.residue_frequencies, self._filter_shard,
+                arguments["F1"], arguments["F2"], arguments["bias_filter"], timings)
+        return [
+            (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
+             {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())})
+            for r in results
+        ]
 
     def subset(self, positions):
         return pyhmmer.easel.DigitalSequenceBlock(self._alphabet, [self.block[i] for i in positions.tolist()])

@@ -9,10 +9,11 @@ out again in a small set of warp blocks and go through full MSV together.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
-from . import msv, reference, tuning
+from . import biasfilter, msv, reference, tuning, vitfilter, vitlayout
 from .warpblocks import build_warp_blocks, stripe_table, cost_rows
 
 
@@ -25,6 +26,7 @@ class FilterShard:
     tjb: np.ndarray  # uint8 per sequence
     null1: np.ndarray  # float32 per sequence
     blocks: dict = dataclasses.field(default_factory=dict)
+    viterbi_inputs: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, residues, offsets, alphabet):
@@ -51,6 +53,16 @@ class FilterShard:
         if (S, warps) not in self.blocks:
             self.blocks[(S, warps)] = build_warp_blocks(self.residues, self.offsets, S, warps)
         return self.blocks[(S, warps)]
+
+    def viterbi_sequences(self, profile):
+        """(residues, starts, lengths, moves) as the Viterbi kernel reads them. The MOVE words
+        depend only on the profile's scale and expected J uses, the same for every model of a
+        search, so they are kept per (scale, nj)."""
+        key = (profile.scale_w, profile.nj)
+        if key not in self.viterbi_inputs:
+            moves = vitlayout.sequence_moves(profile, self.lengths)
+            self.viterbi_inputs[key] = (self.residues, self.offsets[:-1].astype(np.int64), self.lengths.astype(np.int32), moves)
+        return self.viterbi_inputs[key]
 
     def subset(self, indices):
         lengths = self.lengths[indices]
@@ -95,6 +107,29 @@ class ReferenceEngine:
         ])
 
 
+    def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
+        residues, offsets = sequences
+        scores = np.zeros(len(pair_model), dtype=np.float32)
+        for model in np.unique(pair_model).tolist():
+            mine = np.flatnonzero(pair_model == model)
+            pieces = [residues[offsets[i]:offsets[i + 1]] for i in pair_sequence[mine].tolist()]
+            scores[mine] = vitfilter.bias_scores(profiles[model], background_frequencies, pieces)
+        return scores, np.zeros(len(pair_model), dtype=bool)
+
+    def viterbi(self, launches, timing=None):
+        results = []
+        for choice, profiles, sequences, batch in launches:
+            residues, starts, lengths, _ = sequences
+            xc = np.zeros(len(batch.pair_sequence), dtype=np.int32)
+            status = np.zeros(len(batch.pair_sequence), dtype=np.uint8)
+            for model, start, end in zip(batch.chunk_model, batch.chunk_start, batch.chunk_end):
+                chosen = batch.pair_sequence[start:end].tolist()
+                pieces = [residues[starts[i]:starts[i] + lengths[i]] for i in chosen]
+                xc[start:end], status[start:end] = vitlayout.emulate(profiles[model], choice.arithmetic, pieces, choice.striping.nodes)
+            results.append((xc, status))
+        return results
+
+
 def _by_choice(models, stage, compute_capability):
     groups = {}
     for position, model in enumerate(models):
@@ -133,4 +168,102 @@ def f1_filter(engine, models, shard, F1):
         scores = msv.msv_scores(model, decision, x_j, shard.tjb, full[i])
         passed = (msv.f1_pvalues(model, scores, shard.null1) <= F1) & nonempty
         results.append(F1Result(scores, passed, undecided[i]))
+    return results
+
+
+#: Residues per warp group in one chunk: enough to amortize loading a model's table into a CTA.
+CHUNK_RESIDUES_PER_GROUP = 4000
+
+
+def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=None):
+    """`p7_ViterbiFilter` scores (nats, +inf on overflow) for (model, sequence) pairs of `shard`.
+
+    Vit16 lanes first, for the models they support; then Vit32 for the pairs Vit16 could not
+    vouch for and the other models. NaN where a model is too large for the kernel (the caller
+    passes those on). With `timing` (a list), kernel seconds are appended.
+    """
+    pair_model = np.asarray(pair_model, dtype=np.int64)
+    pair_sequence = np.asarray(pair_sequence, dtype=np.int64)
+    scores = np.full(len(pair_model), np.nan, dtype=np.float32)
+    pending = np.ones(len(pair_model), dtype=bool)
+    for arithmetic in ("vit16", "vit32"):
+        groups = {}
+        for m in np.unique(pair_model[pending]).tolist():
+            if arithmetic == "vit16" and not vitlayout.lanes16_supported(profiles[m]):
+                continue
+            choice = tuning.choose_viterbi(profiles[m].M, arithmetic)
+            if choice is not None:
+                groups.setdefault(choice, []).append(m)
+        launches, selections = [], []
+        for choice, members in groups.items():
+            selected = np.flatnonzero(pending & np.isin(pair_model, members))
+            local = np.searchsorted(members, pair_model[selected])
+            sequences = shard.viterbi_sequences(profiles[members[0]])
+            residues = choice.cta_warps * choice.striping.S * CHUNK_RESIDUES_PER_GROUP
+            batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, residues)
+            launches.append((choice, [profiles[m] for m in members], sequences, batch))
+            selections.append((selected, local, members))
+        for (choice, _, sequences, batch), (selected, local, members), (xc, status) in zip(
+                launches, selections, engine.viterbi(launches, timing)):
+            pairs = selected[batch.pair_order]
+            done = status != vitlayout.NEEDS_EXACT
+            model_of = local[batch.pair_order]
+            for i, m in enumerate(members):
+                mine = done & (model_of == i)
+                scores[pairs[mine]] = vitlayout.scores_from_xc(
+                    profiles[m], xc[mine], sequences[3][batch.pair_sequence[mine]], status[mine])
+            pending[pairs[done]] = False
+    return scores
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterCounts:
+    """One model's filter outcome on a shard: the sequences past each GPU stage."""
+
+    passed_msv: np.ndarray  # bool per sequence, exactly HMMER's
+    passed_bias: np.ndarray  # bool per sequence, exactly HMMER's
+    survivors: np.ndarray  # bool per sequence: past Viterbi, a superset of HMMER's where unscored
+
+
+def filter_stages(engine, models, profiles, background_frequencies, shard, F1, F2, bias_filter, timings=None):
+    """MSV, bias and Viterbi filters for every model × every sequence of `shard`, as `p7_Pipeline`
+    decides them. `timings` (a dict) collects seconds per stage."""
+    timings = {} if timings is None else timings
+    started = time.perf_counter()
+    first = f1_filter(engine, models, shard, F1)
+    timings["msv"] = timings.get("msv", 0.0) + time.perf_counter() - started
+    passed = [np.flatnonzero(result.passed) for result in first]
+    pair_model = np.repeat(np.arange(len(models)), [len(p) for p in passed])
+    pair_sequence = np.concatenate(passed) if passed else np.zeros(0, np.int64)
+    msv_scores = np.concatenate([r.scores[p] for r, p in zip(first, passed)]) if passed else np.zeros(0, np.float32)
+    started = time.perf_counter()
+    if bias_filter:
+        scores, uncertain = engine.bias(profiles, background_frequencies, (shard.residues, shard.offsets), pair_model, pair_sequence)
+        pieces = {i: shard.residues[shard.offsets[i]:shard.offsets[i + 1]] for i in pair_sequence[uncertain].tolist()}
+        filter_scores = biasfilter.resolve_uncertain(scores, uncertain, pair_model, pair_sequence, profiles,
+                                                     background_frequencies, pieces)
+    else:
+        filter_scores = shard.null1[pair_sequence]
+    timings["bias"] = timings.get("bias", 0.0) + time.perf_counter() - started
+    kernel_seconds = []
+
+    def viterbi(mask):
+        lengths = shard.lengths[pair_sequence[mask]]
+        nodes = np.array([p.M for p in profiles], dtype=np.int64)[pair_model[mask]]
+        timings["viterbi_cells"] = timings.get("viterbi_cells", 0) + int((lengths * nodes).sum())
+        return viterbi_filter(engine, profiles, shard, pair_model[mask], pair_sequence[mask], kernel_seconds)
+
+    started = time.perf_counter()
+    msv_gumbel = (np.array([m.mu for m in models])[pair_model], np.array([m.lam for m in models])[pair_model])
+    vit_gumbel = (np.array([p.mu for p in profiles])[pair_model], np.array([p.lam for p in profiles])[pair_model])
+    stage = vitfilter.second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, vit_gumbel, F1, F2)
+    timings["viterbi"] = timings.get("viterbi", 0.0) + time.perf_counter() - started
+    timings["viterbi_kernel"] = timings.get("viterbi_kernel", 0.0) + sum(kernel_seconds)
+    results = []
+    for index in range(len(models)):
+        mine = pair_model == index
+        counts = [np.zeros(shard.sequences, dtype=bool) for _ in range(3)]
+        for mask, where in zip(counts, (np.ones(mine.sum(), bool), stage.passed_bias[mine], stage.passed_viterbi[mine])):
+            mask[pair_sequence[mine][where]] = True
+        results.append(FilterCounts(*counts))
     return results

@@ -92,6 +92,8 @@ def hmmsearch(
             "task_seconds": result.task_seconds,
             "filters": result.filter_counts,
         }
+        if result.stage_seconds:
+            run["gpu_stages"] = gpu_stage_summary(result.stage_seconds)
         if hits_file:
             merge.save_hits(hits_file, merged, {"model_file": Path(models_file).name, "run": run, "stages": stages})
         stages.append({"name": "merge and write", "seconds": time.perf_counter() - started})
@@ -166,3 +168,13 @@ def _open_database(sequences, hmms, db_shards, cleanup):
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
     return seqdb.makedb(path, workdir, db_shards, alphabet=wanted or guessed)
+
+
+def gpu_stage_summary(stage_seconds):
+    """Seconds per GPU-backend stage, summed over tasks, and the Viterbi kernel's TCUPS."""
+    summary = {f"{name}_s": round(float(value), 4) for name, value in stage_seconds.items() if name != "viterbi_cells"}
+    cells = int(stage_seconds.get("viterbi_cells", 0))
+    kernel = float(stage_seconds.get("viterbi_kernel", 0.0))
+    summary["viterbi_cells"] = cells
+    summary["viterbi_tcups"] = round(cells / kernel / 1e12, 3) if kernel else None
+    return summary

@@ -44,13 +44,18 @@ TABLES = {
     },
 }
 
+#: The Viterbi filter keeps seven transition words per cell word in registers, so H stays small:
+#: the most sequences per warp whose lanes cover the model in `h_max` words, or one sequence per
+#: warp with up to `h_max_single` words. Larger models are left to the CPU tail.
+VITERBI = {"h_max": 20, "h_max_single": 20, "cta_warps": 4}
+
 #: Cells per 32-bit word of each lane arithmetic.
-CELLS_PER_WORD = {"dpx16": 2, "simd8": 4}
+CELLS_PER_WORD = {"dpx16": 2, "simd8": 4, "vit16": 2, "vit32": 1}
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelChoice:
-    stage: str  # "ssv" or "msv"
+    stage: str  # "ssv", "msv" or "viterbi"
     arithmetic: str
     striping: Striping
     cta_warps: int  # warps per CTA, which share one copy of the model's table
@@ -86,3 +91,17 @@ def choose(M, stage, compute_capability):
     H = max(2, -(-M // lanes))
     striping = Striping(S=S, H=H, W=W)
     return KernelChoice(stage, arithmetic, striping, _cta_warps(table, striping))
+
+
+def choose_viterbi(M, arithmetic):
+    """The Viterbi kernel for a model of M nodes in "vit16" or "vit32" lanes, or None if too large."""
+    W = CELLS_PER_WORD[arithmetic]
+    S = 1
+    for candidate in SEQUENCES_PER_WARP:
+        if (32 // candidate) * W * VITERBI["h_max"] >= M:
+            S = candidate
+            break
+    H = -(-M // ((32 // S) * W))
+    if H > VITERBI["h_max_single"]:
+        return None
+    return KernelChoice("viterbi", arithmetic, Striping(S=S, H=H, W=W), VITERBI["cta_warps"])

@@ -264,17 +264,20 @@ class SecondStage:
     passed_viterbi: np.ndarray  # bool per sequence (HMMER's n_past_vit counts these)
 
 
-def second_stage(msv_model, profile, msv_scores, null1, bias, viterbi, F1, F2):
-    """`p7_Pipeline`'s bias and Viterbi decisions for sequences that passed F1.
+def second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, viterbi_gumbel, F1, F2):
+    """`p7_Pipeline`'s bias and Viterbi decisions for (model, sequence) pairs that passed F1.
 
-    `bias` is the filter score per sequence (`bias_scores`), or None for `--nobias`/`--max`,
-    where HMMER uses null1 instead. Viterbi runs only where the bias-corrected MSV P-value
-    is above F2, as in HMMER; elsewhere the sequence passes without it.
+    `filter_scores` are the bias filter's scores (`bias_scores`), or null1 for `--nobias`/`--max`.
+    `msv_gumbel` and `viterbi_gumbel` are (μ, λ), scalars or one per pair. Viterbi runs only where
+    the bias-corrected MSV P-value is above F2, as in HMMER: `viterbi(mask)` returns the scores of
+    the pairs in `mask`, NaN where it could not score one (such a pair passes).
     """
-    filter_scores = null1 if bias is None else bias
-    pvalues = gumbel_pvalues(msv_scores, filter_scores, msv_model.mu, msv_model.lam)
+    pvalues = gumbel_pvalues(msv_scores, filter_scores, *msv_gumbel)
     passed_bias = pvalues <= F1
     needs_viterbi = passed_bias & (pvalues > F2)
-    vit_pvalues = gumbel_pvalues(viterbi, filter_scores, profile.mu, profile.lam)
-    passed_viterbi = passed_bias & (~needs_viterbi | (vit_pvalues <= F2))
+    passed_viterbi = passed_bias.copy()
+    if needs_viterbi.any():
+        scores = viterbi(needs_viterbi)
+        mu, lam = (np.broadcast_to(np.asarray(g), pvalues.shape)[needs_viterbi] for g in viterbi_gumbel)
+        passed_viterbi[needs_viterbi] = np.isnan(scores) | (gumbel_pvalues(scores, filter_scores[needs_viterbi], mu, lam) <= F2)
     return SecondStage(passed_bias, passed_viterbi)

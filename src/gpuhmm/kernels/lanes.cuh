@@ -18,14 +18,7 @@
 // DP instructions), 8-bit lanes read HMMER's biased byte costs.
 #pragma once
 
-#ifdef __CUDACC_RTC__
-// NVRTC has no C++ standard library headers; these are the widths the kernels rely on.
-typedef unsigned char uint8_t;
-typedef short int16_t;
-typedef unsigned int uint32_t;
-#else
-#include <cstdint>
-#endif
+#include "types.cuh"
 
 namespace gpuhmm {
 

@@ -1,0 +1,256 @@
+"""What the Viterbi-filter kernel (kernels/vit.cu) reads, and why its 16-bit lanes are exact.
+
+A model becomes one byte blob: 29 emission rows and the D→D row (copied to shared memory),
+then the BM, MM, IM, DM, MD, MI and II rows (read once into registers), all striped as
+`warpblocks.stripe_table` lays them out.
+Pairs (model, sequence) are grouped into chunks of one model each; a CTA takes a chunk.
+
+Why Vit16 is exact where it reports OK. HMMER adds with int16 saturation; DPX adds wrap. The
+kernel floors every cell at F = −8192 and every parameter at P = −24576, so a sum is never
+below F + P = −32768 and never wraps below. Let G = base + move(L) + min BM: every M cell of a
+real node is at least its B→M entry, xB + BM ≥ G, in HMMER and here alike.
+* A value ≤ G − 1 ("dead") can never decide an M cell again: whatever path leads from it into an
+  M cell adds only transitions (≤ 0; inserts emit 0) before that cell's emission, so it stays
+  below the cell's B→M entry. Every real parameter is ≥ P (checked per model,
+  `lanes16_supported`); the −inf ones left lead only from the always-dead node 0 or out of node
+  M into padding. So real-node cells here equal HMMER's, or both are dead (F ≤ G − 1 is checked
+  per pair on the device).
+* Padding nodes (past M) get P for every parameter: each of their candidates is at most
+  32767 + P, plus an emission P, which is under F; so padding M cells sit at F, dead.
+* xE, xJ, xB and xC then agree wherever a row has a live M cell; xN = base keeps xB above any dead
+  xJ, and a pair whose rows were all dead reports NEEDS_EXACT.
+* Above: a cell is at most max(base, the largest xE so far) + E_max, so while xE ≤ 32767 − E_max
+  nothing can wrap or saturate at the top; the row where xE passes that reports NEEDS_EXACT.
+* Residues with −inf emissions (gap, '*', '~', as at the end of many translated proteins) put
+  HMMER's M cells at most R − 32768, R = max(base, the largest xE so far): dead while
+  R ≤ G + 32767. On the last row (a trailing '*') the kernel leaves that row out of xE; a pair
+  with such a residue anywhere else, or with R above that, reports NEEDS_EXACT.
+* D→D: the kernel closes the D chain on every row. HMMER closes it only where its ddbound test
+  says a D→D path could beat entering from B, and its M values are the closure's either way.
+NEEDS_EXACT pairs run again with Vit32, HMMER's own arithmetic in 32-bit cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .vitfilter import NEG_INF_WORD, _E, _J, _LOOP, _MOVE, _N, _C
+from .warpblocks import stripe_table
+
+PARAMETER_FLOOR = -24576
+CELL_FLOOR = {"vit16": -8192, "vit32": -32768}
+#: Vit32's padding parameters: far below anything, so padding M cells stay at −32768 as HMMER's do.
+PADDING32 = -(1 << 20)
+EMISSION_ROWS = 29
+SHARED_ROWS = 30  # the emission rows, then D→D
+TRANSITION_KINDS = ("BM", "MM", "IM", "DM", "MD", "MI", "II")
+#: Residue codes with −inf emissions in every profile: gap, nonresidue '*', missing '~'.
+INFINITE_RESIDUES = (20, 27, 28)
+OK, OVERFLOW, NEEDS_EXACT = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeParameters:
+    """HMMER's 16-bit Viterbi words in node order (column k − 1 is node k)."""
+
+    emissions: np.ndarray  # int32 (29, M)
+    transitions: np.ndarray  # int32 (8, M): BM, MM, IM, DM, MD, MI, II, DD
+
+    @classmethod
+    def from_profile(cls, profile):
+        Q, M = profile.Q, profile.M
+        k = np.arange(M)
+        q, z = k % Q, k // Q
+        emissions = profile.rwv[:EMISSION_ROWS][:, q, z].astype(np.int32)
+        per_q = profile.twv[: 7 * Q].reshape(Q, 7, 8)
+        transitions = np.empty((8, M), dtype=np.int32)
+        transitions[:7] = per_q[q, :, z].T
+        transitions[7] = profile.twv[7 * Q:][q, z]
+        return cls(emissions, transitions)
+
+
+def lanes16_supported(profile, nodes=None):
+    """Whether every real parameter is ≥ the parameter floor (bar HMMER's known −inf ones) and
+    the special loops are 0, the conditions the Vit16 argument needs."""
+    nodes = nodes or NodeParameters.from_profile(profile)
+    M = profile.M
+    ordinary = np.ones((8, M), dtype=bool)
+    ordinary[1:4, 0] = False  # MM, IM, DM into node 1: from node 0, which does not exist
+    ordinary[4:8, M - 1] = False  # MD, MI, II, DD out of node M
+    residues = np.ones(EMISSION_ROWS, dtype=bool)
+    residues[list(INFINITE_RESIDUES)] = False
+    loops_zero = all(int(profile.xw[x, _LOOP]) == 0 for x in (_N, _J, _C))
+    return bool(
+        loops_zero
+        and (nodes.transitions[ordinary] >= PARAMETER_FLOOR).all()
+        and (nodes.emissions[residues] >= PARAMETER_FLOOR).all()
+    )
+
+
+def kernel_values(profile, lanes, total_nodes, nodes=None):
+    """(emissions (29, N), transitions (8, N)) as the kernel adds them, N = total_nodes ≥ M."""
+    nodes = nodes or NodeParameters.from_profile(profile)
+    M = profile.M
+    pad = PARAMETER_FLOOR if lanes == "vit16" else PADDING32
+    emissions = np.full((EMISSION_ROWS, total_nodes), pad, dtype=np.int32)
+    transitions = np.full((8, total_nodes), pad, dtype=np.int32)
+    emissions[:, :M] = nodes.emissions
+    transitions[:, :M] = nodes.transitions
+    if lanes == "vit16":
+        emissions[:, :M] = np.maximum(emissions[:, :M], PARAMETER_FLOOR)
+        transitions[:, :M] = np.maximum(transitions[:, :M], PARAMETER_FLOOR)
+    return emissions, transitions
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelParameters:
+    """One model's scalars (vit.cu's ViterbiParameters, in order)."""
+
+    base: int
+    e_move: int
+    e_loop: int
+    bm_min: int
+    e_max: int
+
+    def as_row(self):
+        return [self.base, self.e_move, self.e_loop, self.bm_min, self.e_max]
+
+
+def kernel_parameters(profile, nodes=None):
+    nodes = nodes or NodeParameters.from_profile(profile)
+    residues = [x for x in range(EMISSION_ROWS) if x not in INFINITE_RESIDUES]
+    return KernelParameters(
+        base=int(profile.base_w), e_move=int(profile.xw[_E, _MOVE]), e_loop=int(profile.xw[_E, _LOOP]),
+        bm_min=int(nodes.transitions[0].min()), e_max=max(0, int(nodes.emissions[residues].max())),
+    )
+
+
+def model_blob(profile, lanes, striping):
+    """The model's bytes as vit.cu reads them (see the module docstring)."""
+    s = striping
+    dtype = np.int16 if s.W == 2 else np.int32
+    emissions, transitions = kernel_values(profile, lanes, s.nodes)
+    shared = np.concatenate([emissions, transitions[7:8]]).astype(dtype)
+    registers = transitions[:7].astype(dtype)
+    fill = dtype(PARAMETER_FLOOR if lanes == "vit16" else PADDING32)
+    return np.concatenate([stripe_table(shared, s, fill).reshape(-1), stripe_table(registers, s, fill).reshape(-1)])
+
+
+def shared_bytes(striping):
+    return SHARED_ROWS * striping.row_bytes
+
+
+def sequence_moves(profile, lengths):
+    """The N/J/C MOVE word per sequence (HMMER's per-length reconfiguration)."""
+    unique, inverse = np.unique(np.asarray(lengths, dtype=np.int64), return_inverse=True)
+    words = np.array([profile.move_word(int(n)) if n else 0 for n in unique], dtype=np.int16)
+    return words[inverse]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairBatch:
+    """One launch's work: pairs sorted by model then longest first, cut into chunks of one model
+    and about `chunk_residues` residues; chunks are listed longest first, so a long sequence
+    starts early instead of finishing last."""
+
+    pair_sequence: np.ndarray  # int32
+    pair_order: np.ndarray  # int64: position of each pair in the caller's list
+    chunk_model: np.ndarray  # int32: model position in the launch
+    chunk_start: np.ndarray  # int32
+    chunk_end: np.ndarray  # int32
+
+
+def pair_batch(pair_model, pair_sequence, lengths, chunk_residues):
+    pair_model = np.asarray(pair_model, dtype=np.int64)
+    pair_sequence = np.asarray(pair_sequence, dtype=np.int64)
+    pair_length = np.asarray(lengths, dtype=np.int64)[pair_sequence]
+    order = np.lexsort((-pair_length, pair_model))
+    models, rows = pair_model[order], pair_length[order]
+    new_model = np.r_[True, models[1:] != models[:-1]]
+    before = np.cumsum(rows) - rows  # residues ahead of each pair, over all models
+    model_first = np.maximum.accumulate(np.where(new_model, before, 0))
+    slot = (before - model_first) // chunk_residues
+    starts = np.flatnonzero(new_model | np.r_[True, slot[1:] != slot[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    longest_first = np.argsort(-rows[starts], kind="stable")
+    return PairBatch(
+        pair_sequence=pair_sequence[order].astype(np.int32), pair_order=order,
+        chunk_model=models[starts][longest_first].astype(np.int32),
+        chunk_start=starts[longest_first].astype(np.int32), chunk_end=ends[longest_first].astype(np.int32),
+    )
+
+
+def scores_from_xc(profile, xc, moves, status):
+    """`p7_ViterbiFilter`'s float steps: ((xC + move − base)/scale) − 3, in nats; +inf for an
+    overflow, −inf where C was never reached."""
+    nats = (xc.astype(np.float32) + moves.astype(np.float32) - np.float32(profile.base_w)) / np.float32(profile.scale_w)
+    scores = (nats.astype(np.float64) - 3.0).astype(np.float32)
+    scores[xc <= NEG_INF_WORD] = -np.inf
+    scores[status == OVERFLOW] = np.inf
+    return scores
+
+
+def emulate(profile, lanes, sequences, total_nodes=None):
+    """A numpy model of vit.cu's arithmetic (node order; the striping is a permutation of it):
+    returns (xC int64, status uint8) per sequence. The CI oracle for the lanes' exactness."""
+    nodes = NodeParameters.from_profile(profile)
+    total_nodes = total_nodes or profile.M
+    emissions, transitions = kernel_values(profile, lanes, total_nodes, nodes)
+    p = kernel_parameters(profile, nodes)
+    floor = CELL_FLOOR[lanes]
+    wraps = lanes == "vit16"
+
+    def addmax(a, b, c):
+        total = a + b
+        if wraps:
+            total = (total + 32768) % 65536 - 32768
+        return np.maximum(total, c)
+
+    def shifted(cells):
+        out = np.empty_like(cells)
+        out[:, 1:] = cells[:, :-1]
+        out[:, 0] = floor
+        return out
+
+    bm, mm, im, dm, md, mi, ii, dd = (row[None, :].astype(np.int64) for row in transitions)
+    chain = np.concatenate([[0], np.cumsum(dd[0, :-1])])
+    B = len(sequences)
+    lengths = np.array([len(s) for s in sequences], dtype=np.int64)
+    moves = sequence_moves(profile, lengths).astype(np.int64)
+    xc = np.full(B, NEG_INF_WORD, dtype=np.int64)
+    status = np.zeros(B, dtype=np.uint8)
+    for b in np.flatnonzero(lengths):
+        seq = np.asarray(sequences[b], dtype=np.intp)
+        move = moves[b]
+        M = np.full((1, total_nodes), floor, np.int64)
+        I, D = M.copy(), M.copy()
+        xN, xJ, xC, xB = p.base, NEG_INF_WORD, NEG_INF_WORD, p.base + move
+        dead = p.base + move + p.bm_min - 1
+        needs_exact = wraps and dead < floor
+        overflow = False
+        for row, code in enumerate(seq):
+            infinite = wraps and int(code) in INFINITE_RESIDUES
+            needs_exact |= infinite and (row + 1 < len(seq) or max(p.base, xJ - p.e_loop) > dead + 32768)
+            begin = min(max(xB, -32768), 32767)
+            sv = addmax(shifted(D), dm, floor)
+            sv = addmax(shifted(I), im, sv)
+            sv = addmax(shifted(M), mm, sv)
+            sv = addmax(begin, bm, sv)
+            m = addmax(sv, emissions[code][None, :].astype(np.int64), floor)
+            I = addmax(M, mi, addmax(I, ii, floor))
+            M = m
+            D = shifted(addmax(M, md, floor))
+            D = np.maximum.accumulate(D - chain, axis=1) + chain
+            x_e = floor if infinite else int(M.max())
+            overflow |= x_e >= 32767
+            needs_exact |= wraps and x_e > 32767 - p.e_max
+            xC = max(xC, x_e + p.e_move)
+            xJ = max(xJ, x_e + p.e_loop)
+            xB = max(xJ + move, xN + move)
+        xc[b] = xC
+        status[b] = OVERFLOW if overflow else OK
+        if wraps and (needs_exact or xC <= dead + p.e_move):
+            status[b] = NEEDS_EXACT
+    return xc, status
