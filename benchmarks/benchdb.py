@@ -5,6 +5,12 @@ A database of `residues` residues is made of (1) the proteome in ../shared/data 
 homologs, so the filters see real hits), and (3) the rest i.i.d. background sequences drawn
 from HMMER's null-model residue frequencies, with lengths drawn from the proteome's. Everything
 follows from `seed`.
+
+`make_database(..., at_least=True, fast=True)` is the end-to-end benchmark's variant: the
+background lengths are drawn until the total reaches `residues` (never short of it), and the
+background residues come from a 2^20-entry lookup table (each frequency rounded to a multiple
+of 2^-20) instead of `Generator.choice`, about 5x faster at 100M residues. `write_fasta` writes
+a database (or a subset of it) as FASTA in one join.
 """
 
 from __future__ import annotations
@@ -31,8 +37,28 @@ def emitted(models_path, count, seed, alphabet):
         return read_digital(out, alphabet)
 
 
-def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_model=2):
-    """Returns (digital residues end to end as uint8, offsets int64, names)."""
+def background_residues(rng, frequencies, count, lookup_bits=20, chunk=1 << 24):
+    """`count` i.i.d. residues (uint8 codes) drawn from `frequencies` through a lookup table of
+    2**lookup_bits entries: vectorised, each probability off by less than 2**-lookup_bits."""
+    size = 1 << lookup_bits
+    edges = np.rint(np.cumsum(frequencies) * size).astype(np.int64)
+    edges[-1] = size
+    table = np.repeat(np.arange(len(frequencies), dtype=np.uint8), np.diff(edges, prepend=0))
+    out = np.empty(count, dtype=np.uint8)
+    for start in range(0, count, chunk):
+        stop = min(count, start + chunk)
+        out[start:stop] = table[rng.integers(0, size, size=stop - start, dtype=np.uint32)]
+    return out
+
+
+def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_model=2, *,
+                  at_least=False, fast=False):
+    """Returns (digital residues end to end as uint8, offsets int64, names).
+
+    By default (as the kernel benchmark uses it) the total may fall short of `residues` by
+    part of a sequence. `at_least=True` draws background lengths until the total reaches
+    `residues`; `fast=True` draws background residues with `background_residues`.
+    """
     alphabet = pyhmmer.easel.Alphabet.amino()
     rng = np.random.default_rng(seed)
     pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in read_digital(proteome_path, alphabet)]
@@ -41,11 +67,43 @@ def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_
     frequencies = np.asarray(pyhmmer.plan7.Background(alphabet).residue_frequencies, dtype=np.float64)
     frequencies /= frequencies.sum()
     have = sum(len(p) for p in pieces)
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
     if have < residues:
-        lengths = rng.choice(proteome_lengths, size=int((residues - have) / proteome_lengths.mean()) + 16)
-        lengths = lengths[np.cumsum(lengths) <= residues - have]
-        background = rng.choice(len(frequencies), size=int(lengths.sum()), p=frequencies).astype(np.uint8)
-        pieces += np.split(background, np.cumsum(lengths)[:-1])
-    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
-    names = [f"bench{index}" for index in range(len(pieces))]
+        missing = residues - have
+        tail = rng.choice(proteome_lengths, size=int(missing / proteome_lengths.mean()) + 16)
+        if at_least:
+            while tail.sum() < missing:
+                tail = np.concatenate([tail, rng.choice(proteome_lengths, size=1024)])
+            tail = tail[:int(np.searchsorted(np.cumsum(tail), missing)) + 1]
+        else:
+            tail = tail[np.cumsum(tail) <= missing]
+        if fast:
+            background = background_residues(rng, frequencies, int(tail.sum()))
+        else:
+            background = rng.choice(len(frequencies), size=int(tail.sum()), p=frequencies).astype(np.uint8)
+        pieces.append(background)
+        lengths = np.concatenate([lengths, tail])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    names = [f"bench{index}" for index in range(len(lengths))]
     return np.concatenate(pieces), offsets, names
+
+
+def write_fasta(path, residues, offsets, names, indices=None, alphabet=None):
+    """Write sequences `indices` (default: all, in order) as FASTA, one line per sequence,
+    decoding the digital residues with one table lookup and writing with one join.
+    Returns (sequences, residues) written."""
+    alphabet = alphabet or pyhmmer.easel.Alphabet.amino()
+    symbols = np.frombuffer(alphabet.symbols.encode("ascii"), dtype=np.uint8)
+    indices = range(len(names)) if indices is None else [int(i) for i in indices]
+    starts, stops = offsets[:-1].tolist(), offsets[1:].tolist()
+    if isinstance(indices, range) or len(indices) * 4 > len(names):
+        text = memoryview(symbols[residues].tobytes())
+        chunks = [(text[starts[i]:stops[i]], i) for i in indices]
+    else:  # a small subset: decode only what is written
+        chunks = [(symbols[residues[starts[i]:stops[i]]].tobytes(), i) for i in indices]
+    parts = []
+    for sequence, i in chunks:
+        parts += (b">", names[i].encode(), b"\n", sequence, b"\n")
+    with open(path, "wb") as handle:
+        handle.write(b"".join(parts))
+    return len(chunks), sum(stops[i] - starts[i] for _, i in chunks)
