@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,9 @@ class GpuEngine:
         self.shared_memory_limit = properties["sharedMemPerBlockOptin"]
         self._kernels = {}
         self._resident = {}
+        # Worker threads share the engine: each call holds the device alone, and a thread's
+        # host work between calls overlaps the others' kernels.
+        self._lock = threading.RLock()
 
     def warps(self, warps_per_sm):
         return self.multiprocessors * warps_per_sm
@@ -133,9 +137,10 @@ class GpuEngine:
 
         Returns the host output, uint8 bests (SSV) or int16 xJ (MSV), (models, sequences).
         """
-        call, out = self._prepare(choice, blocks, models, tjb, sequences)
-        call()
-        return cupy.asnumpy(out)
+        with self._lock:
+            call, out = self._prepare(choice, blocks, models, tjb, sequences)
+            call()
+            return cupy.asnumpy(out)
 
     def time_launch(self, choice, blocks, models, tjb, sequences, repeats=3):
         """Median kernel time in seconds over `repeats` launches, after one warm-up."""
@@ -173,60 +178,65 @@ class GpuEngine:
         lengths, moves), kept resident. Returns (xC int32, status uint8) per launch, in each
         batch's pair order; with `timing` (a list), appends the seconds the kernels took.
         """
-        prepared = []
+        host = []
         for choice, profiles, sequences, batch in launches:
             blobs = [vitlayout.model_blob(profile, choice.arithmetic, choice.striping) for profile in profiles]
             offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])[:-1]]).astype(np.int64)
             parameters = np.array([vitlayout.kernel_parameters(profile).as_row() for profile in profiles], dtype=np.int32)
-            pairs = len(batch.pair_sequence)
-            outputs = (cupy.zeros(pairs, dtype=np.int32), cupy.zeros(pairs, dtype=np.uint8))
-            arguments = (
-                *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
-                cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
-                cupy.zeros(len(batch.chunk_model), dtype=np.int32),
-                cupy.asarray(np.concatenate(blobs)), cupy.asarray(offsets), cupy.asarray(parameters), *outputs,
-            )
-            prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
-        cupy.cuda.Device().synchronize()
-        started = time.perf_counter()
-        streams = []
-        for kernel, choice, batch, arguments, _ in prepared:
-            if len(batch.chunk_model):
-                stream = cupy.cuda.Stream(non_blocking=True)
-                streams.append(stream)
-                with stream:
-                    kernel((len(batch.chunk_model),), (choice.cta_warps * 32,), arguments,
-                           shared_mem=vitlayout.shared_bytes(choice.striping))
-        for stream in streams:
-            stream.synchronize()
-        if timing is not None:
-            timing.append(time.perf_counter() - started)
-        return [(cupy.asnumpy(xc), cupy.asnumpy(status)) for *_, (xc, status) in prepared]
+            host.append((choice, sequences, batch, np.concatenate(blobs), offsets, parameters))
+        with self._lock:
+            prepared = []
+            for choice, sequences, batch, blobs, offsets, parameters in host:
+                pairs = len(batch.pair_sequence)
+                outputs = (cupy.zeros(pairs, dtype=np.int32), cupy.zeros(pairs, dtype=np.uint8))
+                arguments = (
+                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
+                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
+                    cupy.zeros(len(batch.chunk_model), dtype=np.int32),
+                    cupy.asarray(blobs), cupy.asarray(offsets), cupy.asarray(parameters), *outputs,
+                )
+                prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
+            cupy.cuda.Device().synchronize()
+            started = time.perf_counter()
+            streams = []
+            for kernel, choice, batch, arguments, _ in prepared:
+                if len(batch.chunk_model):
+                    stream = cupy.cuda.Stream(non_blocking=True)
+                    streams.append(stream)
+                    with stream:
+                        kernel((len(batch.chunk_model),), (choice.cta_warps * 32,), arguments,
+                               shared_mem=vitlayout.shared_bytes(choice.striping))
+            for stream in streams:
+                stream.synchronize()
+            if timing is not None:
+                timing.append(time.perf_counter() - started)
+            return [(cupy.asnumpy(xc), cupy.asnumpy(status)) for *_, (xc, status) in prepared]
 
     def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
         """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
         uncertain ones to be rescored on the host (biasfilter.resolve_uncertain).
         `sequences` is (residues, offsets), kept resident."""
-        pairs = len(pair_model)
-        if not pairs:
-            return np.zeros(0, np.float32), np.zeros(0, bool)
-        residues, offsets = sequences
-        key = ("bias terms", id(offsets))
-        if key not in self._resident or self._resident[key][0] is not offsets:
-            terms = biasfilter.length_terms(np.diff(offsets))
-            self._resident[key] = (offsets, [cupy.asarray(t) for t in terms])
-        odds, leave1, stay1 = biasfilter.model_terms(profiles, background_frequencies)
-        scores = cupy.zeros(pairs, dtype=np.float32)
-        uncertain = cupy.zeros(pairs, dtype=np.uint8)
-        expression = f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>"
-        if expression not in self._kernels:
-            module = cupy.RawModule(code=_source("bias.cu"), options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
-                                    name_expressions=[expression])
-            self._kernels[expression] = module.get_function(expression)
-        self._kernels[expression](
-            (-(-pairs // BIAS_CTA_THREADS),), (BIAS_CTA_THREADS,),
-            (self.resident(residues), self.resident(offsets), cupy.asarray(pair_model.astype(np.int32)),
-             cupy.asarray(pair_sequence.astype(np.int32)), np.int32(pairs), cupy.asarray(odds), cupy.asarray(leave1),
-             cupy.asarray(stay1), *self._resident[key][1], scores, uncertain),
-        )
-        return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)
+        with self._lock:
+            pairs = len(pair_model)
+            if not pairs:
+                return np.zeros(0, np.float32), np.zeros(0, bool)
+            residues, offsets = sequences
+            key = ("bias terms", id(offsets))
+            if key not in self._resident or self._resident[key][0] is not offsets:
+                terms = biasfilter.length_terms(np.diff(offsets))
+                self._resident[key] = (offsets, [cupy.asarray(t) for t in terms])
+            odds, leave1, stay1 = biasfilter.model_terms(profiles, background_frequencies)
+            scores = cupy.zeros(pairs, dtype=np.float32)
+            uncertain = cupy.zeros(pairs, dtype=np.uint8)
+            expression = f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>"
+            if expression not in self._kernels:
+                module = cupy.RawModule(code=_source("bias.cu"), options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
+                                        name_expressions=[expression])
+                self._kernels[expression] = module.get_function(expression)
+            self._kernels[expression](
+                (-(-pairs // BIAS_CTA_THREADS),), (BIAS_CTA_THREADS,),
+                (self.resident(residues), self.resident(offsets), cupy.asarray(pair_model.astype(np.int32)),
+                 cupy.asarray(pair_sequence.astype(np.int32)), np.int32(pairs), cupy.asarray(odds), cupy.asarray(leave1),
+                 cupy.asarray(stay1), *self._resident[key][1], scores, uncertain),
+            )
+            return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)

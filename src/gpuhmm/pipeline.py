@@ -190,6 +190,7 @@ class _ResidentShard:
         self.sequences = len(order)
         self.residues = int(shard.offsets[-1])
         self._filter_shard = None
+        self._filter_lock = threading.Lock()
         lengths = shard.lengths
         self._positions = {}
         for index in order.tolist():
@@ -206,12 +207,12 @@ class _ResidentShard:
         background = pyhmmer.plan7.Background(self._alphabet)
         msv_models = msv.msv_models(models)
         profiles = vitfilter.viterbi_profiles(models, background)
-        with _gpu_lock:
+        with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
-            results = prefilter.filter_stages(
-                engine, msv_models, profiles, background.residue_frequencies, self._filter_shard,
-                arguments["F1"], arguments["F2"], arguments["bias_filter"], timings)
+        results = prefilter.filter_stages(
+            engine, msv_models, profiles, background.residue_frequencies, self._filter_shard,
+            arguments["F1"], arguments["F2"], arguments["bias_filter"], timings)
         return [
             (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
              {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())})
@@ -227,8 +228,8 @@ _gpu = []
 
 
 def _gpu_engine():
-    """One GPU engine per process; the lock serializes its use by the worker's threads, so
-    one task's pyhmmer tail runs while another task's filter occupies the GPU."""
+    """One GPU engine per process, shared by the worker's threads (it serializes its own
+    launches), so one task's host work and pyhmmer tail run while another's kernels run."""
     with _gpu_lock:
         if not _gpu:
             from .gpu import GpuEngine

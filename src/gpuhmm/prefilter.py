@@ -9,6 +9,7 @@ out again in a small set of warp blocks and go through full MSV together.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 import numpy as np
@@ -27,6 +28,8 @@ class FilterShard:
     null1: np.ndarray  # float32 per sequence
     blocks: dict = dataclasses.field(default_factory=dict)
     viterbi_inputs: dict = dataclasses.field(default_factory=dict)
+    # Tasks on several threads share a resident shard; its layouts are built once.
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def build(cls, residues, offsets, alphabet):
@@ -50,19 +53,21 @@ class FilterShard:
         return np.diff(self.offsets)
 
     def warp_blocks(self, S, warps):
-        if (S, warps) not in self.blocks:
-            self.blocks[(S, warps)] = build_warp_blocks(self.residues, self.offsets, S, warps)
-        return self.blocks[(S, warps)]
+        with self.lock:
+            if (S, warps) not in self.blocks:
+                self.blocks[(S, warps)] = build_warp_blocks(self.residues, self.offsets, S, warps)
+            return self.blocks[(S, warps)]
 
     def viterbi_sequences(self, profile):
         """(residues, starts, lengths, moves) as the Viterbi kernel reads them. The MOVE words
         depend only on the profile's scale and expected J uses, the same for every model of a
         search, so they are kept per (scale, nj)."""
         key = (profile.scale_w, profile.nj)
-        if key not in self.viterbi_inputs:
-            moves = vitlayout.sequence_moves(profile, self.lengths)
-            self.viterbi_inputs[key] = (self.residues, self.offsets[:-1].astype(np.int64), self.lengths.astype(np.int32), moves)
-        return self.viterbi_inputs[key]
+        with self.lock:
+            if key not in self.viterbi_inputs:
+                moves = vitlayout.sequence_moves(profile, self.lengths)
+                self.viterbi_inputs[key] = (self.residues, self.offsets[:-1].astype(np.int64), self.lengths.astype(np.int32), moves)
+            return self.viterbi_inputs[key]
 
     def subset(self, indices):
         lengths = self.lengths[indices]

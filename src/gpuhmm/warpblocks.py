@@ -1,9 +1,10 @@
 """The data layouts the MSV/SSV kernels read: warp sequence blocks and striped cost tables.
 
 Warp sequence blocks (CUDAMPF++ §3.2, Algorithm 1). A warp aligns S sequences at once, one per
-group of 32/S threads. Sequences are dealt longest first into N·S columns, each to the column
-that is shortest so far (the greedy packing of Algorithm 1, with its `maxLen` test reduced to
-its effect: no column grows past the others while a shorter one exists). Each sequence is
+group of 32/S threads. Sequences are dealt longest first into N·S columns, back and forth
+(columns 0…N·S−1, then N·S−1…0, …): with the lengths sorted, this keeps the columns as even as
+Algorithm 1's greedy packing does, and it is a few numpy operations even for millions of
+sequences, where the greedy heap was a Python loop. Each sequence is
 followed by END ('@'); each warp's S columns are padded with PAD ('#') to the warp's height,
 a multiple of 4. Column c of warp w, residue row r, lives at byte
 
@@ -24,7 +25,6 @@ words that do not fill a chunk follow in 4-byte units, so H need only fill whole
 from __future__ import annotations
 
 import dataclasses
-import heapq
 
 import numpy as np
 
@@ -71,43 +71,42 @@ def build_warp_blocks(residues, offsets, S, warps):
     order = np.argsort(-lengths, kind="stable")
     order = order[lengths[order] > 0]
     columns = warps * S
-    heap = [(0, column) for column in range(columns)]
-    members = [[] for _ in range(columns)]
-    for index in order.tolist():
-        used, column = heapq.heappop(heap)
-        members[column].append(index)
-        heapq.heappush(heap, (used + int(lengths[index]) + 1, column))
-    heights_by_column = np.zeros(columns, dtype=np.int64)
-    for used, column in heap:
-        heights_by_column[column] = used
+    rank = np.arange(len(order))
+    position = rank % columns
+    column = np.where((rank // columns) % 2 == 0, position, columns - 1 - position)
+    by_column = np.lexsort((rank, column))  # each column's sequences in the order dealt
+    members = order[by_column]
+    member_column = column[by_column]
+    rows = lengths[members] + 1  # the sequence and its END
+    column_start = np.searchsorted(member_column, np.arange(columns + 1))
+    heights_by_column = np.bincount(member_column, weights=rows, minlength=columns).astype(np.int64)
     heights = -(-heights_by_column.reshape(warps, S).max(axis=1) // 4) * 4
     per_row = ROW_BYTES // S
     block_bytes = -(-heights // per_row) * ROW_BYTES
     block_start = np.concatenate([[0], np.cumsum(block_bytes)])
     data = np.full(int(block_start[-1]), PAD_CODE, dtype=np.uint8)
-    for column in range(columns):
-        rows = _column_rows(residues, offsets, members[column])
-        if not len(rows):
-            continue
-        warp, c = divmod(column, S)
-        r = np.arange(len(rows))
-        data[block_start[warp] + (r // per_row) * ROW_BYTES + c * per_row + r % per_row] = rows
-    counts = np.array([len(m) for m in members], dtype=np.int64)
+    # Every column's text (its sequences, each followed by END) end to end, in column order.
+    end = np.array([END_CODE], dtype=np.uint8)
+    pieces = []
+    for index in members.tolist():
+        pieces += (residues[offsets[index]:offsets[index + 1]], end)
+    text = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+    text_start = np.concatenate([[0], np.cumsum(heights_by_column)])
+    for warp in range(warps):
+        height = -(-int(heights[warp]) // per_row) * per_row
+        block = np.full((S, height), PAD_CODE, dtype=np.uint8)
+        for c in range(S):
+            span = text[text_start[warp * S + c]:text_start[warp * S + c + 1]]
+            block[c, : len(span)] = span
+        # Row r of column c lives at (r // R)·128 + c·R + r % R: R-residue slices, interleaved.
+        data[block_start[warp]:block_start[warp + 1]] = block.reshape(S, -1, per_row).transpose(1, 0, 2).reshape(-1)
     return WarpBlocks(
         S=S, data=data, block_start=block_start[:-1].astype(np.int64),
         heights=heights.astype(np.int32),
-        column_start=np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
-        column_sequences=np.array([i for m in members for i in m], dtype=np.int32),
+        column_start=column_start.astype(np.int32),
+        column_sequences=members.astype(np.int32),
         residues=int(lengths.sum()),
     )
-
-
-def _column_rows(residues, offsets, indices):
-    pieces = []
-    for index in indices:
-        pieces.append(residues[offsets[index]:offsets[index + 1]])
-        pieces.append(np.array([END_CODE], dtype=np.uint8))
-    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
 
 
 @dataclasses.dataclass(frozen=True)
