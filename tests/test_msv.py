@@ -164,3 +164,16 @@ def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
     assert "error: --backend gpu: " in process.stderr, process.stderr
     assert len(process.stderr.strip().splitlines()) == 1
     assert not table.exists()
+
+
+@pytest.mark.parametrize("F", [0.02, 1e-3, 1e-5])
+def test_pass_threshold_decides_as_the_pvalue(F):
+    """Around the threshold, and far from it, bits ≥ threshold exactly when P ≤ F."""
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        hmms = list(handle)[:6]
+    for model in msv.msv_models(hmms):
+        threshold = msv.pass_threshold(model.mu, model.lam, F)
+        near = threshold.view(np.int32) + np.arange(-3000, 3000, dtype=np.int32)
+        bits = np.concatenate([near.view(np.float32), np.float32([-1e30, -50, 0, 50, 1e30])])
+        pvalues = msv._survival(bits, model.mu, model.lam, np.zeros(len(bits), dtype=bool))
+        assert ((bits >= threshold) == (pvalues <= F)).all(), model.name

@@ -157,13 +157,60 @@ def f1_pvalues(model, scores, null1):
     return gumbel_pvalues(scores, null1, model.mu, model.lam)
 
 
+def passes_f1(model, scores, null1, F1):
+    """`f1_pvalues(...) <= F1`, decided on the bit score against `pass_threshold`."""
+    return score_bits(scores, null1) >= pass_threshold(model.mu, model.lam, F1)
+
+
+def score_bits(scores, null):
+    """`p7_Pipeline`'s bit score: the float difference, divided by ln 2 in double, stored as float."""
+    return ((scores - null).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)
+
+
 def gumbel_pvalues(scores, null, mu, lam):
-    """`esl_gumbel_surv((score − null)/ln 2, μ, λ)` as `p7_Pipeline` computes it: a float
-    difference, divided in double, stored as float; then the survival function in double."""
-    bits = ((scores - null).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)
+    """`esl_gumbel_surv((score − null)/ln 2, μ, λ)` as `p7_Pipeline` computes it: the bit score
+    (`score_bits`), then the survival function in double."""
+    return _survival(score_bits(scores, null), mu, lam, np.isposinf(scores))
+
+
+def _survival(bits, mu, lam, infinite):
     y = np.float64(lam) * (bits.astype(np.float64) - np.float64(mu))
     with np.errstate(over="ignore", invalid="ignore"):
         ey = -np.exp(-y)
         pvalues = np.where(np.abs(ey) < 5e-9, -ey, 1.0 - np.exp(ey))
-    pvalues[np.isposinf(scores)] = 0.0
+    pvalues[infinite] = 0.0
     return pvalues
+
+
+def _float_of(ordered):
+    """The float32 whose sign-magnitude bit pattern has this rank (0 is +0.0), as an array."""
+    ordered = np.asarray(ordered, dtype=np.int64)
+    pattern = np.where(ordered >= 0, ordered, (1 << 31) - ordered).astype(np.uint32)
+    return pattern.view(np.float32)
+
+
+def pass_threshold(mu, lam, F):
+    """The least float32 bit score b with P(b) ≤ F, P the survival function `p7_Pipeline`
+    evaluates (`gumbel_pvalues`), found by bisection over the float32 values in order.
+
+    P is non-increasing in b, so `bits ≥ pass_threshold(...)` decides exactly as `P ≤ F` does
+    (tests/test_msv.py checks it over a window of float32 values on each side); computing the
+    bit score is far cheaper than the double exp of every P-value.
+    """
+    low, high = -(1 << 31) + (1 << 23), (1 << 31) - (1 << 23)  # the ranks of −inf and +inf
+    none = np.zeros(1, dtype=bool)
+
+    def passes(rank):
+        return _survival(_float_of([rank]), mu, lam, none)[0] <= F
+
+    if passes(low):
+        return np.float32(-np.inf)
+    if not passes(high):
+        return np.float32(np.inf)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if passes(middle):
+            high = middle
+        else:
+            low = middle
+    return _float_of([high])[0]

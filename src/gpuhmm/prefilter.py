@@ -171,7 +171,7 @@ def f1_filter(engine, models, shard, F1):
     for i, model in enumerate(models):
         decision, x_j = outcomes[i]
         scores = msv.msv_scores(model, decision, x_j, shard.tjb, full[i])
-        passed = (msv.f1_pvalues(model, scores, shard.null1) <= F1) & nonempty
+        passed = msv.passes_f1(model, scores, shard.null1, F1) & nonempty
         results.append(F1Result(scores, passed, undecided[i]))
     return results
 
