@@ -108,7 +108,7 @@ def main():
     out.write_text(json.dumps({
         "benchmark": "viterbi", "gpu": gpu, "date": datetime.date.today().isoformat(),
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "tuning": tuning.VITERBI, "models": len(hmms),
+        "tuning": tuning.table_for(engine.compute_capability)["viterbi"], "models": len(hmms),
         "exactness": {"pairs": len(same), "identical": int(same.sum()), "overflows": int(np.isposinf(expected).sum()),
                       "first_call_s_with_compile": round(first_call, 2)},
         "throughput": {"pairs": len(bench_model), "cells": cells, "kernel_s": seconds, "tcups": round(cells / best / 1e12, 3)},

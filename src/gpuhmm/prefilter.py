@@ -1,9 +1,13 @@
-"""The F1 stage for a batch of models against one resident shard: SSV, then MSV where SSV
-cannot decide, then HMMER's P-value test, on an engine (the GPU, or the numpy reference).
+"""HMMER's filter stages for a batch of models against one resident shard, on an engine (the
+GPU, or the numpy reference): `f1_filter` (SSV, then MSV where SSV cannot decide, then the F1
+test), `viterbi_filter`, and `filter_stages`, which chains them with the bias filter as
+`p7_Pipeline` does.
 
 Models are grouped by kernel specialization (`tuning.choose`); one launch covers a group ×
 the whole shard. Sequences that SSV leaves undecided for any model of the batch are laid
-out again in a small set of warp blocks and go through full MSV together.
+out again in a small set of warp blocks and go through full MSV together. The bias and Viterbi
+filters take (model, sequence) pairs: those past F1, then those the bias-corrected P-value
+leaves between F2 and F1.
 """
 
 from __future__ import annotations
@@ -196,7 +200,7 @@ def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
         for m in np.unique(pair_model[pending]).tolist():
             if arithmetic == "vit16" and not vitlayout.lanes16_supported(profiles[m]):
                 continue
-            choice = tuning.choose_viterbi(profiles[m].M, arithmetic)
+            choice = tuning.choose_viterbi(profiles[m].M, arithmetic, engine.compute_capability)
             if choice is not None:
                 groups.setdefault(choice, []).append(m)
         launches, selections = [], []

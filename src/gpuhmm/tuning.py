@@ -24,7 +24,8 @@ SEQUENCES_PER_WARP = (32, 16, 8, 4, 2)
 #: the single-sequence kernel is no slower past 1280 nodes, and a 16-warp CTA beats an 8-warp
 #: one by 20–30% where the table leaves room for one CTA per SM). The pre-Hopper entries are
 #: CUDAMPF++'s choices (H_max from its Table 1, S = 1 past Pfam's longest model then), not
-#: measured here: no such GPU was available.
+#: measured here: no such GPU was available. The Viterbi entries were measured on the H100:
+#: h_max 20 gave 1.37 TCUPS, 16 gave 1.32 and 12 gave 1.26 (benchmarks/viterbi.py's workload).
 TABLES = {
     90: {
         "arithmetic": "dpx16",
@@ -33,6 +34,7 @@ TABLES = {
         "cta_warps": 8,
         "cta_warps_alone": 16,
         "shared_per_sm": 228 * 1024,
+        "viterbi": {"h_max": 20, "cta_warps": 4},
     },
     70: {
         "arithmetic": "simd8",
@@ -41,13 +43,9 @@ TABLES = {
         "cta_warps": 8,
         "cta_warps_alone": 16,
         "shared_per_sm": 96 * 1024,
+        "viterbi": {"h_max": 20, "cta_warps": 4},
     },
 }
-
-#: The Viterbi filter keeps seven transition words per cell word in registers, so H stays small:
-#: the most sequences per warp whose lanes cover the model in `h_max` words, or one sequence per
-#: warp with up to `h_max_single` words. Larger models are left to the CPU tail.
-VITERBI = {"h_max": 20, "h_max_single": 20, "cta_warps": 4}
 
 #: Cells per 32-bit word of each lane arithmetic.
 CELLS_PER_WORD = {"dpx16": 2, "simd8": 4, "vit16": 2, "vit32": 1}
@@ -93,15 +91,17 @@ def choose(M, stage, compute_capability):
     return KernelChoice(stage, arithmetic, striping, _cta_warps(table, striping))
 
 
-def choose_viterbi(M, arithmetic):
-    """The Viterbi kernel for a model of M nodes in "vit16" or "vit32" lanes, or None if too large."""
+def choose_viterbi(M, arithmetic, compute_capability):
+    """The Viterbi kernel for a model of M nodes in "vit16" or "vit32" lanes, or None if too large.
+
+    The kernel keeps seven transition words per cell word in registers, so H stays at most
+    `h_max`: the most sequences per warp whose lanes cover the model in that many words. A
+    model that one sequence per warp cannot cover is left to the CPU tail.
+    """
+    limits = table_for(compute_capability)["viterbi"]
     W = CELLS_PER_WORD[arithmetic]
-    S = 1
-    for candidate in SEQUENCES_PER_WARP:
-        if (32 // candidate) * W * VITERBI["h_max"] >= M:
-            S = candidate
-            break
-    H = -(-M // ((32 // S) * W))
-    if H > VITERBI["h_max_single"]:
-        return None
-    return KernelChoice("viterbi", arithmetic, Striping(S=S, H=H, W=W), VITERBI["cta_warps"])
+    for S in SEQUENCES_PER_WARP + (1,):
+        if (32 // S) * W * limits["h_max"] >= M:
+            H = -(-M // ((32 // S) * W))
+            return KernelChoice("viterbi", arithmetic, Striping(S=S, H=H, W=W), limits["cta_warps"])
+    return None

@@ -5,13 +5,14 @@
 // Thread → data. blockIdx.x is a chunk (chunk_model, [chunk_start, chunk_end) of the pair
 // list, longest sequence first). A group takes the chunk's next pair whenever it finishes one
 // (an atomic counter per chunk) and runs it from its first residue to its last, in lock step
-// with the other groups of its warp. Thread t
-// of a group holds H words of W cells: subword w of word h is model node (w·L + t)·H + h + 1,
-// HMMER's striping with W·L vector lanes, so the diagonal predecessor of word 0 is word H−1 of
-// thread t−1 (a shuffle), or for t = 0 thread L−1's one subword up with −inf shifted in. The
-// emission rows (residue codes 0..28) and the D→D row sit in shared memory, striped as
-// warpblocks.stripe_table lays them; the seven other transition words of the thread's nodes are
-// loaded once into registers (BM, MM, IM, DM, MD, MI, II: vitfilter.c's per-vector order). Residues are read straight from the shard's residue array.
+// with the other groups of its warp. Thread t of a group holds H words of W cells: subword w of
+// word h is model node (w·L + t)·H + h + 1, HMMER's striping with W·L vector lanes, so the
+// diagonal predecessor of word 0 is word H−1 of thread t−1 (a shuffle), or for t = 0 thread
+// L−1's one subword up with −inf shifted in. The emission rows (residue codes 0..28) and the
+// D→D row sit in shared memory, striped as warpblocks.stripe_table lays them; the seven other
+// transition words of the thread's nodes (BM, MM, IM, DM, MD, MI, II: vitfilter.c's per-vector
+// order) are loaded once into registers. Residues are read straight from the shard's residue
+// array, one row ahead.
 //
 // Lanes and overflow. Vit32: one int32 cell per register with HMMER's −32768 floor on every add
 // (DPX __viaddmax_s32) and no ceiling; HMMER's 32767 ceiling can only bind in the row where xE
