@@ -96,14 +96,10 @@ def write_fasta(path, residues, offsets, names, indices=None, alphabet=None):
     symbols = np.frombuffer(alphabet.symbols.encode("ascii"), dtype=np.uint8)
     indices = range(len(names)) if indices is None else [int(i) for i in indices]
     starts, stops = offsets[:-1].tolist(), offsets[1:].tolist()
-    if isinstance(indices, range) or len(indices) * 4 > len(names):
-        text = memoryview(symbols[residues].tobytes())
-        chunks = [(text[starts[i]:stops[i]], i) for i in indices]
-    else:  # a small subset: decode only what is written
-        chunks = [(symbols[residues[starts[i]:stops[i]]].tobytes(), i) for i in indices]
+    text = memoryview(symbols[residues].tobytes())
     parts = []
-    for sequence, i in chunks:
-        parts += (b">", names[i].encode(), b"\n", sequence, b"\n")
+    for i in indices:
+        parts += (b">", names[i].encode(), b"\n", text[starts[i]:stops[i]], b"\n")
     with open(path, "wb") as handle:
         handle.write(b"".join(parts))
-    return len(chunks), sum(stops[i] - starts[i] for _, i in chunks)
+    return len(indices), sum(stops[i] - starts[i] for i in indices)

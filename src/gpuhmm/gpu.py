@@ -86,6 +86,10 @@ class GpuEngine:
                 f"gpuhmm::msv_stage<{s.S}, {s.H}, {STAGES[choice.stage]}, "
                 f"{LANES[choice.arithmetic]}, {choice.cta_warps}>"
             )
+        return self._compiled(source, expression, shared)
+
+    def _compiled(self, source, expression, shared=0):
+        """One specialization of a kernel template, compiled once (CuPy caches it on disk)."""
         if expression not in self._kernels:
             module = cupy.RawModule(
                 code=_source(source),
@@ -228,12 +232,8 @@ class GpuEngine:
             odds, leave1, stay1 = biasfilter.model_terms(profiles, background_frequencies)
             scores = cupy.zeros(pairs, dtype=np.float32)
             uncertain = cupy.zeros(pairs, dtype=np.uint8)
-            expression = f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>"
-            if expression not in self._kernels:
-                module = cupy.RawModule(code=_source("bias.cu"), options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
-                                        name_expressions=[expression])
-                self._kernels[expression] = module.get_function(expression)
-            self._kernels[expression](
+            kernel = self._compiled("bias.cu", f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>")
+            kernel(
                 (-(-pairs // BIAS_CTA_THREADS),), (BIAS_CTA_THREADS,),
                 (self.resident(residues), self.resident(offsets), cupy.asarray(pair_model.astype(np.int32)),
                  cupy.asarray(pair_sequence.astype(np.int32)), np.int32(pairs), cupy.asarray(odds), cupy.asarray(leave1),

@@ -268,11 +268,14 @@ def filter_stages(engine, models, profiles, background_frequencies, shard, F1, F
     stage = vitfilter.second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, vit_gumbel, F1, F2)
     timings["viterbi"] = timings.get("viterbi", 0.0) + time.perf_counter() - started
     timings["viterbi_kernel"] = timings.get("viterbi_kernel", 0.0) + sum(kernel_seconds)
-    results = []
-    for index in range(len(models)):
-        mine = pair_model == index
-        counts = [np.zeros(shard.sequences, dtype=bool) for _ in range(3)]
-        for mask, where in zip(counts, (np.ones(mine.sum(), bool), stage.passed_bias[mine], stage.passed_viterbi[mine])):
-            mask[pair_sequence[mine][where]] = True
-        results.append(FilterCounts(*counts))
+    results, start = [], 0
+    for chosen in passed:  # the pairs are grouped by model, in model order
+        span = slice(start, start + len(chosen))
+        start = span.stop
+        masks = []
+        for sequences in (chosen, chosen[stage.passed_bias[span]], chosen[stage.passed_viterbi[span]]):
+            mask = np.zeros(shard.sequences, dtype=bool)
+            mask[sequences] = True
+            masks.append(mask)
+        results.append(FilterCounts(*masks))
     return results

@@ -81,6 +81,22 @@ class ViterbiProfile:
     def Q(self):
         return self.rwv.shape[1]
 
+    @functools.cached_property
+    def node_emissions(self):
+        """`rwv` in node order, int32 (Kp, M): column k − 1 is node k."""
+        k = np.arange(self.M)
+        return self.rwv[:, k % self.Q, k // self.Q].astype(np.int32)
+
+    @functools.cached_property
+    def node_transitions(self):
+        """`twv` in node order, int32 (8, M): BM, MM, IM, DM, MD, MI, II, DD of node k at k − 1."""
+        Q, k = self.Q, np.arange(self.M)
+        q, z = k % Q, k // Q
+        transitions = np.empty((8, self.M), dtype=np.int32)
+        transitions[:7] = self.twv[: 7 * Q].reshape(Q, 7, 8)[q, :, z].T
+        transitions[7] = self.twv[7 * Q:][q, z]
+        return transitions
+
     @classmethod
     def from_optimized(cls, optimized, hmm):
         filter_bytes, profile_bytes = io.BytesIO(), io.BytesIO()

@@ -51,30 +51,9 @@ INFINITE_RESIDUES = (20, 27, 28)
 OK, OVERFLOW, NEEDS_EXACT = 0, 1, 2
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeParameters:
-    """HMMER's 16-bit Viterbi words in node order (column k − 1 is node k)."""
-
-    emissions: np.ndarray  # int32 (29, M)
-    transitions: np.ndarray  # int32 (8, M): BM, MM, IM, DM, MD, MI, II, DD
-
-    @classmethod
-    def from_profile(cls, profile):
-        Q, M = profile.Q, profile.M
-        k = np.arange(M)
-        q, z = k % Q, k // Q
-        emissions = profile.rwv[:EMISSION_ROWS][:, q, z].astype(np.int32)
-        per_q = profile.twv[: 7 * Q].reshape(Q, 7, 8)
-        transitions = np.empty((8, M), dtype=np.int32)
-        transitions[:7] = per_q[q, :, z].T
-        transitions[7] = profile.twv[7 * Q:][q, z]
-        return cls(emissions, transitions)
-
-
-def lanes16_supported(profile, nodes=None):
+def lanes16_supported(profile):
     """Whether every real parameter is ≥ the parameter floor (bar HMMER's known −inf ones) and
     the special loops are 0, the conditions the Vit16 argument needs."""
-    nodes = nodes or NodeParameters.from_profile(profile)
     M = profile.M
     ordinary = np.ones((8, M), dtype=bool)
     ordinary[1:4, 0] = False  # MM, IM, DM into node 1: from node 0, which does not exist
@@ -84,20 +63,19 @@ def lanes16_supported(profile, nodes=None):
     loops_zero = all(int(profile.xw[x, _LOOP]) == 0 for x in (_N, _J, _C))
     return bool(
         loops_zero
-        and (nodes.transitions[ordinary] >= PARAMETER_FLOOR).all()
-        and (nodes.emissions[residues] >= PARAMETER_FLOOR).all()
+        and (profile.node_transitions[ordinary] >= PARAMETER_FLOOR).all()
+        and (profile.node_emissions[residues] >= PARAMETER_FLOOR).all()
     )
 
 
-def kernel_values(profile, lanes, total_nodes, nodes=None):
+def kernel_values(profile, lanes, total_nodes):
     """(emissions (29, N), transitions (8, N)) as the kernel adds them, N = total_nodes ≥ M."""
-    nodes = nodes or NodeParameters.from_profile(profile)
     M = profile.M
     pad = PARAMETER_FLOOR if lanes == "vit16" else PADDING32
     emissions = np.full((EMISSION_ROWS, total_nodes), pad, dtype=np.int32)
     transitions = np.full((8, total_nodes), pad, dtype=np.int32)
-    emissions[:, :M] = nodes.emissions
-    transitions[:, :M] = nodes.transitions
+    emissions[:, :M] = profile.node_emissions
+    transitions[:, :M] = profile.node_transitions
     if lanes == "vit16":
         emissions[:, :M] = np.maximum(emissions[:, :M], PARAMETER_FLOOR)
         transitions[:, :M] = np.maximum(transitions[:, :M], PARAMETER_FLOOR)
@@ -118,12 +96,12 @@ class KernelParameters:
         return [self.base, self.e_move, self.e_loop, self.bm_min, self.e_max]
 
 
-def kernel_parameters(profile, nodes=None):
-    nodes = nodes or NodeParameters.from_profile(profile)
+def kernel_parameters(profile):
     residues = [x for x in range(EMISSION_ROWS) if x not in INFINITE_RESIDUES]
     return KernelParameters(
         base=int(profile.base_w), e_move=int(profile.xw[_E, _MOVE]), e_loop=int(profile.xw[_E, _LOOP]),
-        bm_min=int(nodes.transitions[0].min()), e_max=max(0, int(nodes.emissions[residues].max())),
+        bm_min=int(profile.node_transitions[0].min()),
+        e_max=max(0, int(profile.node_emissions[residues].max())),
     )
 
 
@@ -195,10 +173,9 @@ def scores_from_xc(profile, xc, moves, status):
 def emulate(profile, lanes, sequences, total_nodes=None):
     """A numpy model of vit.cu's arithmetic (node order; the striping is a permutation of it):
     returns (xC int64, status uint8) per sequence. The CI oracle for the lanes' exactness."""
-    nodes = NodeParameters.from_profile(profile)
     total_nodes = total_nodes or profile.M
-    emissions, transitions = kernel_values(profile, lanes, total_nodes, nodes)
-    p = kernel_parameters(profile, nodes)
+    emissions, transitions = kernel_values(profile, lanes, total_nodes)
+    p = kernel_parameters(profile)
     floor = CELL_FLOOR[lanes]
     wraps = lanes == "vit16"
 
