@@ -405,6 +405,7 @@ def main(argv=None):
                 "tcups": round(cells / wall / 1e12, 4), "gcups": round(cells / wall / 1e9, 2),
                 "stages_s": {name: round(seconds, 3) for name, seconds in stage_seconds(summary)},
                 "filters": summary.get("filters"),
+                "gpu_stages": summary.get("gpu_stages"),
                 "totals": summary.get("totals"),
                 "summary_cells": summary.get("cells"), "tasks": summary.get("tasks"),
                 "task_seconds": summary.get("task_seconds"), "db_shards": summary.get("db_shards"),

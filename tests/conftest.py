@@ -123,3 +123,12 @@ def filter_shard(sequences):
     from gpuhmm import prefilter
 
     return prefilter.FilterShard.from_digital(sequences)
+
+
+def filter_profiles(hmms, background):
+    """Per model, the Viterbi-filter and Forward-filter parameters the GPU stages read."""
+    from gpuhmm import fwdfilter, vitfilter
+
+    written = vitfilter.configured(hmms, background)
+    return (vitfilter.viterbi_profiles(hmms, background, written),
+            [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import filter_shard, msv_filter_scores
+from test_msv import per_model
 
 pytestmark = pytest.mark.gpu
 
@@ -18,12 +19,32 @@ def test_gpu_scores_equal_msv_filter(pfam_test_data, table_capability):
     hmms, sequences = pfam_test_data
     engine = GpuEngine(table_capability)
     shard = filter_shard(sequences)
-    results = prefilter.f1_filter(engine, msv.msv_models(hmms), shard, 0.02)
+    models = msv.msv_models(hmms)
+    scores, undecided = per_model(prefilter.f1_filter(engine, models, shard, 1.0), len(models), shard.sequences)
     nonempty = shard.lengths > 0
-    for hmm, result in zip(hmms, results):
-        expected, undecided = msv_filter_scores(hmm, sequences)
-        assert np.array_equal(result.scores[nonempty], expected[nonempty]), hmm.name
-        assert np.array_equal(result.ssv_undecided[nonempty], undecided[nonempty]), hmm.name
+    for m, hmm in enumerate(hmms):
+        expected, expected_undecided = msv_filter_scores(hmm, sequences)
+        assert np.array_equal(scores[m][nonempty], expected[nonempty]), hmm.name
+        assert np.array_equal(undecided[m][nonempty], expected_undecided[nonempty]), hmm.name
+
+
+@pytest.mark.parametrize("F1", [0.02, 1e-4])
+def test_gpu_f1_pairs_equal_reference(pfam_test_data, F1):
+    """The F1 decision on the GPU (f1.cu) and the pair-list MSV (msvpairs.cu) give the same
+    pairs and scores as the numpy reference of both."""
+    from gpuhmm import msv, prefilter
+    from gpuhmm.gpu import GpuEngine
+
+    hmms, sequences = pfam_test_data
+    engine = GpuEngine()
+    shard = filter_shard([s for s in sequences if len(s) < 3000][:300])
+    models = msv.msv_models(hmms[::3])
+    got = prefilter.f1_filter(engine, models, shard, F1)
+    expected = prefilter.f1_filter(prefilter.ReferenceEngine(engine.compute_capability, warps=engine.warps(1)),
+                                   models, shard, F1)
+    for field in ("pair_model", "pair_sequence", "scores"):
+        assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+    assert len(got.undecided_model) > 0
 
 
 def test_gpu_equals_reference_raw_outputs(pfam_test_data):

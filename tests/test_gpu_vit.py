@@ -1,4 +1,5 @@
-"""The GPU bias and Viterbi filters against HMMER's own arithmetic and pipeline statistics."""
+"""The GPU bias, Viterbi and Forward filters against HMMER's own arithmetic (the Forward filter
+against its float64 reference) and pipeline statistics."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm import msv, prefilter, vitfilter
-from gpuhmm._tophits import filter_counts
+from gpuhmm import fwdfilter, prefilter, vitfilter
+
+from conftest import filter_profiles
+from test_vitlayout import assert_filter_stages_count_as_hmmsearch
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +29,7 @@ def case(pfam_test_data):
     background = pyhmmer.plan7.Background(hmms[0].alphabet)
     shard = prefilter.FilterShard.from_digital(sequences)
     targets = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
-    return hmms, sequences, background, vitfilter.viterbi_profiles(hmms, background), shard, targets
+    return hmms, sequences, background, filter_profiles(hmms, background)[0], shard, targets
 
 
 def test_viterbi_kernel_equals_hmmer(engine, case):
@@ -57,13 +60,34 @@ def test_bias_kernel_equals_hmmer(engine, case):
     assert uncertain.mean() < 1e-3
 
 
+def test_forward_kernel_equals_reference(engine, case, pfam_test_data):
+    """Every model × 60 proteins, the model's consensus three times over (rescaled rows) and a
+    long random sequence: the kernel's float32 scores against the float64 reference, well inside
+    the F3 margin."""
+    hmms, _, background, _, _, targets = case
+    forward_profiles = filter_profiles(hmms, background)[1]
+    rng = np.random.default_rng(5)
+    extra = [np.tile(np.asarray(pyhmmer.easel.TextSequence(sequence=h.consensus.upper()).digitize(h.alphabet).sequence,
+                                dtype=np.uint8), 3) for h in hmms] + [rng.integers(0, 20, 5000).astype(np.uint8)]
+    shard = prefilter.FilterShard.from_digital(
+        pfam_test_data[1] + [pyhmmer.easel.DigitalSequence(hmms[0].alphabet, sequence=e) for e in extra])
+    every = targets + extra
+    pair_model = np.repeat(np.arange(len(hmms)), 60 + len(extra))
+    pair_sequence = np.concatenate([
+        np.r_[rng.choice(len(targets), 60, replace=False), len(targets) + np.arange(len(extra))] for _ in hmms])
+    got = prefilter.forward_filter(engine, forward_profiles, shard, pair_model, pair_sequence)
+    for m, profile in enumerate(forward_profiles):
+        mine = pair_model == m
+        expected = fwdfilter.forward_scores(profile, [every[i] for i in pair_sequence[mine]])
+        empty = shard.lengths[pair_sequence[mine]] == 0  # xC stays 0: −inf in both
+        assert (got[mine][empty] == -np.inf).all() and (expected[empty] == -np.inf).all()
+        error = np.abs(got[mine][~empty] - expected[~empty])
+        assert (error < 1e-3 * np.maximum(1.0, np.abs(expected[~empty]))).all(), (profile.name, error.max())
+        rounding = fwdfilter.margin_nats(shard.lengths[pair_sequence[mine]], profile.M) - fwdfilter.MARGIN_NATS
+        assert (error < rounding[~empty]).all(), profile.name
+
+
 @pytest.mark.parametrize("bias_filter", [True, False], ids=["bias", "nobias"])
 def test_gpu_filter_stages_count_as_hmmsearch(engine, case, bias_filter):
-    hmms, sequences, background, profiles, shard, _ = case
-    results = prefilter.filter_stages(engine, msv.msv_models(hmms), profiles, background.residue_frequencies,
-                                      shard, 0.02, 1e-3, bias_filter)
-    block = pyhmmer.easel.DigitalSequenceBlock(hmms[0].alphabet, sequences)
-    for hmm, result in zip(hmms, results):
-        expected = filter_counts(pyhmmer.plan7.Pipeline(hmm.alphabet, bias_filter=bias_filter).search_hmm(hmm, block))
-        got = (int(result.passed_msv.sum()), int(result.passed_bias.sum()), int(result.survivors.sum()))
-        assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"]), hmm.name
+    hmms, sequences, *_ = case
+    assert_filter_stages_count_as_hmmsearch(engine, hmms, sequences, bias_filter)

@@ -11,6 +11,8 @@ import pytest
 from gpuhmm import msv, prefilter, vitfilter, vitlayout
 from gpuhmm._tophits import filter_counts
 
+from conftest import filter_profiles
+
 
 def _targets(hmms, sequences, count=36):
     """Proteins (many end in '*'), strong hits (a model's consensus, repeated: overflow), a
@@ -80,18 +82,27 @@ def test_pair_batch_covers_every_pair_in_chunks_of_one_model():
 
 @pytest.mark.parametrize("bias_filter", [True, False], ids=["bias", "nobias"])
 def test_filter_stages_count_as_hmmsearch(pfam_test_data, bias_filter):
-    """Sequences past MSV and bias equal HMMER's counts; the survivors hold every sequence HMMER
-    passes through Viterbi, and as many."""
+    """Sequences past MSV and bias equal HMMER's counts, and so does past Viterbi once the ones
+    the Forward filter stopped are added; pyhmmer on the survivors alone passes as many through
+    Forward as on every sequence."""
     hmms, sequences = pfam_test_data
     picked = sorted(hmms, key=lambda h: h.M)[1:3]
-    alphabet = picked[0].alphabet
+    assert_filter_stages_count_as_hmmsearch(prefilter.ReferenceEngine(), picked, sequences[:150], bias_filter)
+
+
+def assert_filter_stages_count_as_hmmsearch(engine, hmms, sequences, bias_filter):
+    alphabet = hmms[0].alphabet
     background = pyhmmer.plan7.Background(alphabet)
-    shard = prefilter.FilterShard.from_digital(sequences[:150])
+    shard = prefilter.FilterShard.from_digital(sequences)
     results = prefilter.filter_stages(
-        prefilter.ReferenceEngine(), msv.msv_models(picked), vitfilter.viterbi_profiles(picked, background),
-        background.residue_frequencies, shard, 0.02, 1e-3, bias_filter)
-    block = pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences[:150])
-    for hmm, result in zip(picked, results):
+        engine, msv.msv_models(hmms), *filter_profiles(hmms, background), background.residue_frequencies,
+        shard, 0.02, 1e-3, 1e-5, bias_filter)
+    block = pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
+    for hmm, result in zip(hmms, results):
         expected = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, block))
-        got = (int(result.passed_msv.sum()), int(result.passed_bias.sum()), int(result.survivors.sum()))
-        assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"]), hmm.name
+        survivors = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[i] for i in np.flatnonzero(result.survivors)])
+        tail = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, survivors))
+        got = (int(result.passed_msv.sum()), int(result.passed_bias.sum()),
+               tail["n_past_vit"] + result.stopped_after_viterbi, tail["n_past_fwd"])
+        assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"], expected["n_past_fwd"]), hmm.name
+        assert result.survivors.sum() <= expected["n_past_vit"], hmm.name

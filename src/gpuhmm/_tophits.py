@@ -63,19 +63,23 @@ def as_hmmsearch_keeps(hits, file_position):
     return trimmed, counts
 
 
-def counting_whole_shard(hits, sequences, residues, passed):
+def counting_whole_shard(hits, sequences, residues, known, uncounted):
     """Hits of a search over a shard's filter survivors, restated as a search of the whole shard.
 
     pyhmmer counted only the survivors; hmmsearch's statistics (and an automatic Z, here
-    re-thresholded) count every target of the shard. `passed` gives the counts the GPU stages
-    know for the whole shard (past MSV and bias); the later ones are pyhmmer's own, exactly
-    hmmsearch's since the survivors include every sequence HMMER passes that far.
+    re-thresholded) count every target of the shard. `known` gives the counts the GPU stages
+    know for the whole shard (past MSV and bias); `uncounted` what they passed at a later stage
+    but stopped before pyhmmer (past Viterbi, stopped by the Forward filter), added to
+    pyhmmer's count. The rest are pyhmmer's own, exactly hmmsearch's since the survivors include
+    every sequence HMMER passes that far.
     """
     state = hits.__getstate__()
     pipeline = state["pipeline"]
     pipeline["nseqs"] = sequences
     pipeline["nres"] = residues
-    pipeline.update(passed)
+    pipeline.update(known)
+    for name, count in uncounted.items():
+        pipeline[name] += count
     if pipeline["Z_setby"] == _Z_SET_BY_TARGETS:
         pipeline["Z"] = float(sequences)
     restated = TopHits(hits.query)

@@ -21,13 +21,21 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import biasfilter, vitlayout  # noqa: E402
+from . import biasfilter, fwdfilter, msv, vitlayout  # noqa: E402
 from .warpblocks import model_tables  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8", "vit16": "gpuhmm::Vit16", "vit32": "gpuhmm::Vit32"}
 STAGES = {"ssv": 0, "msv": 1}
 BIAS_CTA_THREADS = 128
+F1_THREADS = 256
+#: f1.cu's F1Parameters and msvpairs.cu's MsvPairParameters, field for field.
+F1_PARAMETERS = np.dtype([("base", "<i4"), ("bias", "<i4"), ("tbm", "<i4"), ("tec", "<i4"),
+                          ("scale", "<f4"), ("threshold", "<f4")])
+MSV_PAIR_PARAMETERS = np.dtype([("base", "<i4"), ("bias", "<i4"), ("tbm", "<i4"), ("tec", "<i4"),
+                                ("offset", "<i8")], align=True)
+#: fwd.cu's ForwardParameters, field for field (C layout: 8-byte aligned).
+FORWARD_PARAMETERS = np.dtype([("e_move", "<f4"), ("e_loop", "<f4"), ("blocks", "<i4"), ("offset", "<i8")], align=True)
 
 
 def device_count():
@@ -96,11 +104,11 @@ class GpuEngine:
                 options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
                 name_expressions=[expression],
             )
-            function = module.get_function(expression)
-            if shared > 48 * 1024:
-                function.max_dynamic_shared_size_bytes = shared
-            self._kernels[expression] = function
-        return self._kernels[expression]
+            self._kernels[expression] = module.get_function(expression)
+        function = self._kernels[expression]
+        if shared > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared:
+            function.max_dynamic_shared_size_bytes = shared
+        return function
 
     def _device_blocks(self, blocks):
         key = id(blocks)
@@ -114,21 +122,27 @@ class GpuEngine:
             })
         return self._resident[key][1]
 
-    def _prepare(self, choice, blocks, models, tjb, sequences):
+    def _tables(self, choice, models):
+        """Host side of a warp-block launch, built before taking the device."""
         s = choice.striping
         if s.shared_bytes > self.shared_memory_limit:
             raise ValueError(f"{choice}: table of {s.shared_bytes} bytes exceeds shared memory")
         tables, offsets = model_tables(models, s, choice.arithmetic)
         parameters = np.array([[m.bias, m.base, m.tbm, m.tec] for m in models], dtype=np.int32)
+        return tables, offsets, parameters
+
+    def _prepare(self, choice, blocks, tables, tjb, sequences):
+        s = choice.striping
+        tables, offsets, parameters = tables
         device = self._device_blocks(blocks)
-        out = cupy.zeros((len(models), sequences), dtype=np.uint8 if choice.stage == "ssv" else np.int16)
+        out = cupy.zeros((len(parameters), sequences), dtype=np.uint8 if choice.stage == "ssv" else np.int16)
         tjb_device = cupy.asarray(tjb if tjb is not None else np.zeros(max(1, sequences), np.uint8))
         arguments = (
             device["data"], device["block_start"], device["heights"], device["column_start"],
             device["column_sequences"], np.int32(blocks.warps), cupy.asarray(tables),
             cupy.asarray(offsets), cupy.asarray(parameters), tjb_device, np.int32(sequences), out,
         )
-        grid = (-(-blocks.warps // choice.cta_warps), len(models))
+        grid = (-(-blocks.warps // choice.cta_warps), len(parameters))
         kernel = self.kernel(choice)
 
         def call():
@@ -141,14 +155,15 @@ class GpuEngine:
 
         Returns the host output, uint8 bests (SSV) or int16 xJ (MSV), (models, sequences).
         """
+        tables = self._tables(choice, models)
         with self._lock:
-            call, out = self._prepare(choice, blocks, models, tjb, sequences)
+            call, out = self._prepare(choice, blocks, tables, tjb, sequences)
             call()
             return cupy.asnumpy(out)
 
     def time_launch(self, choice, blocks, models, tjb, sequences, repeats=3):
         """Median kernel time in seconds over `repeats` launches, after one warm-up."""
-        call, _ = self._prepare(choice, blocks, models, tjb, sequences)
+        call, _ = self._prepare(choice, blocks, self._tables(choice, models), tjb, sequences)
         call()
         times = []
         for _ in range(repeats):
@@ -159,6 +174,56 @@ class GpuEngine:
             stop.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, stop) / 1000.0)
         return float(np.median(times))
+
+    def f1_sieve(self, choice, blocks, models, shard, thresholds):
+        """SSV over the warp blocks, then the F1 decision beside its output (f1.cu): flat indices
+        (model · sequences + sequence) of the passing pairs, their MSV scores, and flat indices of
+        the pairs SSV left undecided. Only those cross back to the host."""
+        tables = self._tables(choice, models)
+        parameters = np.zeros(len(models), dtype=F1_PARAMETERS)
+        for field in ("base", "bias", "tbm", "tec", "scale"):
+            parameters[field] = [getattr(m, field) for m in models]
+        parameters["threshold"] = thresholds
+        sequences = shard.sequences
+        with self._lock:
+            call, best = self._prepare(choice, blocks, tables, None, sequences)
+            call()
+            outcome = cupy.empty(best.shape, dtype=np.uint8)
+            scores = cupy.empty(best.shape, dtype=np.float32)
+            kernel = self._compiled("f1.cu", f"gpuhmm::f1_decide<{F1_THREADS}>")
+            kernel((-(-sequences // F1_THREADS), len(models)), (F1_THREADS,), (
+                best, np.int32(sequences), cupy.asarray(parameters.view(np.uint8)), self.resident(shard.tjb),
+                self.resident(shard.null1), self.resident(shard.msv_sequences[2]), outcome, scores))
+            passed = cupy.flatnonzero(outcome == 1)
+            undecided = cupy.flatnonzero(outcome == 2)
+            return cupy.asnumpy(passed), cupy.asnumpy(scores.reshape(-1)[passed]), cupy.asnumpy(undecided)
+
+    def msv_pairs(self, launches):
+        """Pair-list MSV launches (msvpairs.cu), side by side as `viterbi`'s. Each launch is
+        ((H, warps per CTA), models, (residues, starts, lengths, tjb) kept resident, PairBatch).
+        Returns the final xJ (or −1, MSV_OVERFLOW) per launch, in each batch's pair order."""
+        host = []
+        for (H, _), models, sequences, batch in launches:
+            gains = [msv.pair_gains(model, H) for model in models]
+            parameters = np.zeros(len(models), dtype=MSV_PAIR_PARAMETERS)
+            for field in ("base", "bias", "tbm", "tec"):
+                parameters[field] = [getattr(m, field) for m in models]
+            parameters["offset"] = np.concatenate([[0], np.cumsum([g.size for g in gains])[:-1]])
+            host.append((np.concatenate([g.reshape(-1) for g in gains]), parameters))
+        with self._lock:
+            prepared = []
+            for ((H, cta_warps), _, sequences, batch), (gains, parameters) in zip(launches, host):
+                x_j = cupy.zeros(len(batch.pair_sequence), dtype=np.int16)
+                arguments = (
+                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
+                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
+                    cupy.zeros(len(batch.chunk_model), dtype=np.int32), cupy.asarray(gains),
+                    cupy.asarray(parameters.view(np.uint8)), x_j,
+                )
+                kernel = self._compiled("msvpairs.cu", f"gpuhmm::msv_pairs<{H}, {cta_warps}>")
+                prepared.append(((kernel, len(batch.chunk_model), cta_warps, arguments, 0), x_j))
+            _side_by_side([launch for launch, _ in prepared], None)
+            return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
     def ssv(self, choice, blocks, models, sequences):
         return self.launch(choice, blocks, models, None, sequences)
@@ -200,21 +265,40 @@ class GpuEngine:
                     cupy.asarray(blobs), cupy.asarray(offsets), cupy.asarray(parameters), *outputs,
                 )
                 prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
-            cupy.cuda.Device().synchronize()
-            started = time.perf_counter()
-            streams = []
-            for kernel, choice, batch, arguments, _ in prepared:
-                if len(batch.chunk_model):
-                    stream = cupy.cuda.Stream(non_blocking=True)
-                    streams.append(stream)
-                    with stream:
-                        kernel((len(batch.chunk_model),), (choice.cta_warps * 32,), arguments,
-                               shared_mem=vitlayout.shared_bytes(choice.striping))
-            for stream in streams:
-                stream.synchronize()
-            if timing is not None:
-                timing.append(time.perf_counter() - started)
+            _side_by_side(
+                [(kernel, len(batch.chunk_model), choice.cta_warps, arguments, vitlayout.shared_bytes(choice.striping))
+                 for kernel, choice, batch, arguments, _ in prepared], timing)
             return [(cupy.asnumpy(xc), cupy.asnumpy(status)) for *_, (xc, status) in prepared]
+
+    def forward(self, launches, timing=None):
+        """Forward-filter launches (fwd.cu), side by side as `viterbi`'s. Each launch is
+        (choice, profiles, sequences, batch): a tuning.ForwardChoice, fwdfilter.ForwardProfiles,
+        (residues, starts, lengths, moves) kept resident, and a vitlayout.PairBatch. Returns the
+        float64 scores (nats) per launch, in each batch's pair order."""
+        host = []
+        for choice, profiles, sequences, batch in launches:
+            blobs = [fwdfilter.model_blob(profile) for profile in profiles]
+            parameters = np.zeros(len(profiles), dtype=FORWARD_PARAMETERS)
+            parameters["e_move"] = [profile.e_move for profile in profiles]
+            parameters["e_loop"] = [profile.e_loop for profile in profiles]
+            parameters["blocks"] = [blob.shape[1] // 32 for blob in blobs]
+            parameters["offset"] = np.concatenate([[0], np.cumsum([blob.size for blob in blobs])[:-1]])
+            blob = np.concatenate([b.reshape(-1) for b in blobs])
+            host.append((choice, sequences, batch, blob, parameters))
+        with self._lock:
+            prepared = []
+            for choice, sequences, batch, blob, parameters in host:
+                scores = cupy.zeros(len(batch.pair_sequence), dtype=np.float64)
+                arguments = (
+                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
+                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
+                    cupy.zeros(len(batch.chunk_model), dtype=np.int32), cupy.asarray(blob),
+                    cupy.asarray(parameters.view(np.uint8)), scores,
+                )
+                kernel = self._compiled("fwd.cu", f"gpuhmm::forward_filter<{choice.cta_warps}>", choice.shared_bytes)
+                prepared.append(((kernel, len(batch.chunk_model), choice.cta_warps, arguments, choice.shared_bytes), scores))
+            _side_by_side([launch for launch, _ in prepared], timing)
+            return [cupy.asnumpy(scores) for _, scores in prepared]
 
     def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
         """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
@@ -240,3 +324,22 @@ class GpuEngine:
                  cupy.asarray(stay1), *self._resident[key][1], scores, uncertain),
             )
             return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)
+
+
+def _side_by_side(launches, timing):
+    """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes), each on
+    its own stream, so one launch's last long sequences overlap the others' work; with `timing`
+    (a list), appends the seconds they took together."""
+    cupy.cuda.Device().synchronize()
+    started = time.perf_counter()
+    streams = []
+    for kernel, chunks, cta_warps, arguments, shared in launches:
+        if chunks:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            streams.append(stream)
+            with stream:
+                kernel((chunks,), (cta_warps * 32,), arguments, shared_mem=shared)
+    for stream in streams:
+        stream.synchronize()
+    if timing is not None:
+        timing.append(time.perf_counter() - started)

@@ -1,14 +1,15 @@
 """HMMER 3.4's first filter stage (`p7_MSVFilter`, which runs `p7_SSVFilter` first) on the host.
 
 The kernels (GPU, or the numpy reference in `reference`) return raw integers per (model,
-sequence); this module turns them into exactly what HMMER decides, so both engines share it:
+sequence); this module states how they become exactly what HMMER decides (on the GPU,
+kernels/f1.cu takes the same steps, `f1_outcome`):
 
 * SSV: the best diagonal score `T` in HMMER's unsigned-byte units above the begin level
   (HMMER's signed `xE` is `T + 128`). `ssvfilter.c` then either knows the answer (a score, or an
   overflow that the MSV filter would also hit) or says that full MSV must decide.
 * MSV: the final `xJ` byte, or `MSV_OVERFLOW` where `xE + bias` reached 255.
 * F1: `p7_Pipeline`'s P-value, `esl_gumbel_surv((usc − nullsc)/ln 2, μ, λ)`, in HMMER's float
-  and double steps, compared with F1.
+  and double steps, compared with F1; decided on the bit score against `pass_threshold`.
 
 The per-length terms (`tjb`, the null1 score) come from pyhmmer itself, so no float32 log
 needs to match glibc's.
@@ -17,6 +18,7 @@ needs to match glibc's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -133,33 +135,42 @@ def ssv_outcome(model, best, tjb):
     return decision, x_j
 
 
-def scores_from_xj(model, x_j, tjb):
-    """HMMER's float steps: ((float)(xJ − tjb) − (float)base) / scale_b − 3.0, in nats."""
-    numerator = (x_j.astype(np.int64) - tjb).astype(np.float32) - np.float32(model.base)
-    return (numerator / np.float32(model.scale) - np.float32(3.0)).astype(np.float32)
+def scores_from_xj(base, scale, x_j, tjb):
+    """HMMER's float steps: ((float)(xJ − tjb) − (float)base) / scale_b − 3.0, in nats. `base`
+    and `scale` are a model's, or one per element."""
+    numerator = (np.asarray(x_j, dtype=np.int64) - tjb).astype(np.float32) - np.asarray(base).astype(np.float32)
+    return (numerator / np.asarray(scale, dtype=np.float32) - np.float32(3.0)).astype(np.float32)
 
 
-def msv_scores(model, decision, x_j, tjb, msv_xj):
-    """`p7_MSVFilter` scores (nats, +inf on overflow) from `ssv_outcome`'s answer and, where
-    SSV could not decide, the full MSV kernel's xJ (`msv_xj`, MSV_OVERFLOW for an overflow)."""
-    scores = scores_from_xj(model, x_j, tjb)
+#: Outcomes of the F1 decision (kernels/f1.cu, `f1_outcome`).
+F1_FAIL, F1_PASS, F1_UNDECIDED = 0, 1, 2
+
+
+def f1_outcome(model, best, tjb, null1, lengths, threshold):
+    """kernels/f1.cu in numpy: per sequence, the F1 outcome and the MSV score (nats, +inf for an
+    overflow; meaningful where the outcome is F1_PASS) from SSV's best bytes. `threshold` is
+    `pass_threshold`'s bit score."""
+    decision, x_j = ssv_outcome(model, best, tjb)
+    scores = scores_from_xj(model.base, model.scale, x_j, tjb)
     scores[decision == SSV_OVERFLOW] = np.inf
-    undecided = decision == SSV_UNDECIDED
-    full = msv_xj[undecided].astype(np.int64)
-    full_scores = scores_from_xj(model, full, tjb[undecided])
-    full_scores[full == MSV_OVERFLOW] = np.inf
-    scores[undecided] = full_scores
-    return scores
+    outcome = np.where(score_bits(scores, null1) >= threshold, F1_PASS, F1_FAIL).astype(np.uint8)
+    outcome[decision == SSV_UNDECIDED] = F1_UNDECIDED
+    outcome[np.asarray(lengths) == 0] = F1_FAIL
+    return outcome, scores
+
+
+def pair_gains(model, H):
+    """kernels/msvpairs.cu's table: int16 [residue][h][lane], bias − cost of node lane·H + h + 1,
+    and −255 (a cell that can only fall to 0) past M."""
+    Kp = model.costs.shape[0]
+    gains = np.full((Kp, 32 * H), -255, dtype=np.int16)
+    gains[:, : model.M] = model.bias - model.costs.astype(np.int16)
+    return np.ascontiguousarray(gains.reshape(Kp, 32, H).transpose(0, 2, 1))
 
 
 def f1_pvalues(model, scores, null1):
     """The P-value `p7_Pipeline` compares with F1, in its own float/double steps."""
     return gumbel_pvalues(scores, null1, model.mu, model.lam)
-
-
-def passes_f1(model, scores, null1, F1):
-    """`f1_pvalues(...) <= F1`, decided on the bit score against `pass_threshold`."""
-    return score_bits(scores, null1) >= pass_threshold(model.mu, model.lam, F1)
 
 
 def score_bits(scores, null):
@@ -189,6 +200,7 @@ def _float_of(ordered):
     return pattern.view(np.float32)
 
 
+@functools.lru_cache(maxsize=None)
 def pass_threshold(mu, lam, F):
     """The least float32 bit score b with P(b) ≤ F, P the survival function `p7_Pipeline`
     evaluates (`gumbel_pvalues`), found by bisection over the float32 values in order.

@@ -2,9 +2,9 @@
 
 On the CPU backend every task runs HMMER's whole pipeline (MSV → bias → Viterbi → Forward →
 domains) on one database shard. On the GPU backend the shard's filter stages (SSV/MSV, the
-bias filter and the Viterbi filter, `prefilter`) run on the GPU first, and pyhmmer's pipeline
-re-runs every stage on the survivors only; since the GPU stages pass exactly HMMER's set (or,
-where a model is too large for the Viterbi kernel, more), the hits are the same. Either
+bias filter, the Viterbi filter and the Forward filter, `prefilter`) run on the GPU first, and
+pyhmmer's pipeline re-runs every stage on the survivors only; since the GPU stages pass HMMER's
+set or more (exactly up to Viterbi, with a margin at Forward), the hits are the same. Either
 way each shard keeps the hits hmmsearch would keep (see `_tophits`), and its statistics
 count the whole shard. Z is the user's `-Z` or, automatic, the shard's count, which
 `TopHits.merge` sums into the whole database's, so the merged shards are exactly hmmsearch's
@@ -22,7 +22,7 @@ import numpy as np
 import pyhmmer.easel
 import pyhmmer.plan7
 
-from . import _tophits, msv, prefilter, vitfilter
+from . import _tophits, fwdfilter, msv, prefilter, vitfilter
 from .errors import GpuhmmError
 from .models import balance_by_length, guided_groups
 
@@ -142,10 +142,10 @@ def run_task(work):
         if filtered is None:
             found = pipeline.search_hmm(model, shard.block)
         else:
-            survivors, passed = filtered[index]
+            survivors, known, uncounted = filtered[index]
             started_tail = time.perf_counter()
             found = _tophits.counting_whole_shard(
-                pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, passed)
+                pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, known, uncounted)
             stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
         model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
@@ -201,21 +201,25 @@ class _ResidentShard:
         return self._positions[(hit.name, hit.length)]
 
     def filter(self, models, arguments, timings):
-        """Per model, the block positions (file order) of the sequences past the GPU's MSV, bias
-        and Viterbi filters, and HMMER's counts past MSV and bias for the whole shard."""
+        """Per model: the block positions (file order) of the sequences past the GPU's filters;
+        HMMER's counts past MSV and bias for the whole shard; and the sequences past Viterbi
+        that pyhmmer will not see, to add to its count."""
         engine = _gpu_engine()
         background = pyhmmer.plan7.Background(self._alphabet)
         msv_models = msv.msv_models(models)
-        profiles = vitfilter.viterbi_profiles(models, background)
+        written = vitfilter.configured(models, background)
+        profiles = vitfilter.viterbi_profiles(models, background, written)
+        forward_profiles = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(models, written)]
         with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
         results = prefilter.filter_stages(
-            engine, msv_models, profiles, background.residue_frequencies, self._filter_shard,
-            arguments["F1"], arguments["F2"], arguments["bias_filter"], timings)
+            engine, msv_models, profiles, forward_profiles, background.residue_frequencies, self._filter_shard,
+            arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
         return [
             (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
-             {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())})
+             {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())},
+             {"n_past_vit": r.stopped_after_viterbi})
             for r in results
         ]
 

@@ -1,24 +1,26 @@
 """HMMER's filter stages for a batch of models against one resident shard, on an engine (the
 GPU, or the numpy reference): `f1_filter` (SSV, then MSV where SSV cannot decide, then the F1
-test), `viterbi_filter`, and `filter_stages`, which chains them with the bias filter as
-`p7_Pipeline` does.
+test), `viterbi_filter`, `forward_filter`, and `filter_stages`, which chains them with the bias
+filter as `p7_Pipeline` does.
 
-Models are grouped by kernel specialization (`tuning.choose`); one launch covers a group ×
-the whole shard. Sequences that SSV leaves undecided for any model of the batch are laid
-out again in a small set of warp blocks and go through full MSV together. The bias and Viterbi
-filters take (model, sequence) pairs: those past F1, then those the bias-corrected P-value
-leaves between F2 and F1.
+Models are grouped by kernel specialization (`tuning.choose`); one SSV launch covers a group ×
+the whole shard, and the F1 decision runs where its output lies (on the GPU, kernels/f1.cu), so
+only the passing pairs and the ones SSV cannot decide come back. The undecided pairs, about 1%,
+go through full MSV as a pair list. The bias and Viterbi filters take (model, sequence) pairs:
+those past F1, then those the bias-corrected P-value leaves between F2 and F1; then the Forward filter takes the Viterbi survivors and passes those
+whose score, with a margin (`fwdfilter`), passes F3.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 
 import numpy as np
 
-from . import biasfilter, msv, reference, tuning, vitfilter, vitlayout
+from . import biasfilter, fwdfilter, msv, reference, tuning, vitfilter, vitlayout
 from .warpblocks import build_warp_blocks, stripe_table, cost_rows
 
 
@@ -31,7 +33,7 @@ class FilterShard:
     tjb: np.ndarray  # uint8 per sequence
     null1: np.ndarray  # float32 per sequence
     blocks: dict = dataclasses.field(default_factory=dict)
-    viterbi_inputs: dict = dataclasses.field(default_factory=dict)
+    pair_inputs: dict = dataclasses.field(default_factory=dict)
     # Tasks on several threads share a resident shard; its layouts are built once.
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -52,9 +54,18 @@ class FilterShard:
     def sequences(self):
         return len(self.offsets) - 1
 
-    @property
+    @functools.cached_property
     def lengths(self):
         return np.diff(self.offsets)
+
+    @functools.cached_property
+    def _kernel_columns(self):
+        """Residues, starts (int64) and lengths (int32) as the pair-list kernels read them."""
+        return self.residues, self.offsets[:-1].astype(np.int64), self.lengths.astype(np.int32)
+
+    @property
+    def msv_sequences(self):
+        return (*self._kernel_columns, self.tjb)
 
     def warp_blocks(self, S, warps):
         with self.lock:
@@ -68,24 +79,32 @@ class FilterShard:
         search, so they are kept per (scale, nj)."""
         key = (profile.scale_w, profile.nj)
         with self.lock:
-            if key not in self.viterbi_inputs:
+            if key not in self.pair_inputs:
                 moves = vitlayout.sequence_moves(profile, self.lengths)
-                self.viterbi_inputs[key] = (self.residues, self.offsets[:-1].astype(np.int64), self.lengths.astype(np.int32), moves)
-            return self.viterbi_inputs[key]
+                self.pair_inputs[key] = (*self._kernel_columns, moves)
+            return self.pair_inputs[key]
 
-    def subset(self, indices):
-        lengths = self.lengths[indices]
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        pieces = [self.residues[self.offsets[i]:self.offsets[i + 1]] for i in indices.tolist()]
-        residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-        return FilterShard(residues, offsets, self.tjb[indices], self.null1[indices])
+    def forward_sequences(self, profile):
+        """(residues, starts, lengths, MOVE probabilities) as the Forward kernel reads them, kept
+        per expected J uses (the same for every model of a search)."""
+        key = ("forward", profile.nj)
+        with self.lock:
+            if key not in self.pair_inputs:
+                moves = fwdfilter.length_moves(profile.nj, self.lengths)
+                self.pair_inputs[key] = (*self._kernel_columns, moves)
+            return self.pair_inputs[key]
 
 
 @dataclasses.dataclass(frozen=True)
-class F1Result:
-    scores: np.ndarray  # float32 nats per sequence, +inf for overflow (p7_MSVFilter's usc)
-    passed: np.ndarray  # bool per sequence: P ≤ F1 (False for empty sequences)
-    ssv_undecided: np.ndarray  # bool per sequence
+class F1Pairs:
+    """The (model, sequence) pairs past F1, ordered by model then sequence, with their MSV scores
+    (p7_MSVFilter's usc: float32 nats, +inf for an overflow); and the pairs SSV left to MSV."""
+
+    pair_model: np.ndarray  # int64
+    pair_sequence: np.ndarray  # int64
+    scores: np.ndarray  # float32
+    undecided_model: np.ndarray  # int64
+    undecided_sequence: np.ndarray  # int64
 
 
 class ReferenceEngine:
@@ -115,6 +134,28 @@ class ReferenceEngine:
             for m in models
         ])
 
+    def f1_sieve(self, choice, blocks, models, shard, thresholds):
+        """SSV and the F1 decision for every model × sequence: flat indices (model · sequences +
+        sequence) of the passing pairs, their MSV scores, and flat indices of the undecided."""
+        best = self.ssv(choice, blocks, models, shard.sequences)
+        outcomes, scores = zip(*(msv.f1_outcome(m, b, shard.tjb, shard.null1, shard.lengths, t)
+                                 for m, b, t in zip(models, best, thresholds)))
+        outcome, scores = np.stack(outcomes).reshape(-1), np.stack(scores).reshape(-1)
+        passed = np.flatnonzero(outcome == msv.F1_PASS)
+        return passed, scores[passed], np.flatnonzero(outcome == msv.F1_UNDECIDED)
+
+    def msv_pairs(self, launches):
+        results = []
+        for _, models, sequences, batch in launches:
+            residues, starts, lengths, tjb = sequences
+            x_j = np.zeros(len(batch.pair_sequence), dtype=np.int16)
+            for model, start, end in zip(batch.chunk_model, batch.chunk_start, batch.chunk_end):
+                for position in range(start, end):
+                    i = batch.pair_sequence[position]
+                    x_j[position] = reference.run_msv_pair(models[model], residues[starts[i]:starts[i] + lengths[i]],
+                                                           int(tjb[i]) + models[model].tbm)
+            results.append(x_j)
+        return results
 
     def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
         residues, offsets = sequences
@@ -138,6 +179,18 @@ class ReferenceEngine:
             results.append((xc, status))
         return results
 
+    def forward(self, launches, timing=None):
+        results = []
+        for _, profiles, sequences, batch in launches:
+            residues, starts, lengths, _ = sequences
+            scores = np.zeros(len(batch.pair_sequence))
+            for model, start, end in zip(batch.chunk_model, batch.chunk_start, batch.chunk_end):
+                chosen = batch.pair_sequence[start:end].tolist()
+                pieces = [residues[starts[i]:starts[i] + lengths[i]] for i in chosen]
+                scores[start:end] = fwdfilter.forward_scores(profiles[model], pieces)
+            results.append(scores)
+        return results
+
 
 def _by_choice(models, stage, compute_capability):
     groups = {}
@@ -153,35 +206,66 @@ def f1_filter(engine, models, shard, F1):
     for model in models:
         if model.base + model.bias > 255:
             raise ValueError(f"model {model.name}: base + bias > 255, outside the 16-bit MSV proof")
-    best = np.zeros((len(models), shard.sequences), dtype=np.uint8)
+    thresholds = np.array([msv.pass_threshold(m.mu, m.lam, F1) for m in models], dtype=np.float32)
+    passed, scores, undecided = [], [], []
     for choice, positions in _by_choice(models, "ssv", cc).items():
         blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["ssv"]["warps_per_sm"]))
-        best[positions] = engine.ssv(choice, blocks, [models[p] for p in positions], shard.sequences)
-    outcomes = [msv.ssv_outcome(model, best[i], shard.tjb) for i, model in enumerate(models)]
-    nonempty = shard.lengths > 0
-    undecided = np.array([decision == msv.SSV_UNDECIDED for decision, _ in outcomes])
-    undecided = undecided.reshape(len(models), shard.sequences) & nonempty
-    full = np.zeros((len(models), shard.sequences), dtype=np.int16)
-    rows = np.flatnonzero(undecided.any(axis=1))
-    if len(rows):
-        needed = np.flatnonzero(undecided[rows].any(axis=0))
-        small = shard.subset(needed)
-        sub_models = [models[r] for r in rows]
-        for choice, positions in _by_choice(sub_models, "msv", cc).items():
-            blocks = small.warp_blocks(choice.striping.S, engine.warps(limits["msv"]["warps_per_sm"]))
-            values = engine.msv(choice, blocks, [sub_models[p] for p in positions], small.tjb, small.sequences)
-            full[np.ix_(rows[positions], needed)] = values
-    results = []
-    for i, model in enumerate(models):
-        decision, x_j = outcomes[i]
-        scores = msv.msv_scores(model, decision, x_j, shard.tjb, full[i])
-        passed = msv.passes_f1(model, scores, shard.null1, F1) & nonempty
-        results.append(F1Result(scores, passed, undecided[i]))
-    return results
+        positions = np.asarray(positions)
+        flat_passed, flat_scores, flat_undecided = engine.f1_sieve(
+            choice, blocks, [models[p] for p in positions], shard, thresholds[positions])
+        passed.append((positions[flat_passed // shard.sequences], flat_passed % shard.sequences))
+        scores.append(flat_scores)
+        undecided.append((positions[flat_undecided // shard.sequences], flat_undecided % shard.sequences))
+    undecided_model = np.concatenate([m for m, _ in undecided] + [np.zeros(0, np.int64)])
+    undecided_sequence = np.concatenate([i for _, i in undecided] + [np.zeros(0, np.int64)])
+    if len(undecided_model):
+        x_j = msv_pair_filter(engine, models, shard, undecided_model, undecided_sequence)
+        tjb = shard.tjb[undecided_sequence]
+        base = np.array([m.base for m in models])[undecided_model]
+        scale = np.array([m.scale for m in models], dtype=np.float32)[undecided_model]
+        full = msv.scores_from_xj(base, scale, x_j, tjb)
+        full[x_j == msv.MSV_OVERFLOW] = np.inf
+        wins = msv.score_bits(full, shard.null1[undecided_sequence]) >= thresholds[undecided_model]
+        passed.append((undecided_model[wins], undecided_sequence[wins]))
+        scores.append(full[wins])
+    pair_model = np.concatenate([m for m, _ in passed] + [np.zeros(0, np.int64)])
+    pair_sequence = np.concatenate([i for _, i in passed] + [np.zeros(0, np.int64)])
+    order = np.lexsort((pair_sequence, pair_model))
+    return F1Pairs(pair_model[order], pair_sequence[order],
+                   np.concatenate(scores + [np.zeros(0, np.float32)])[order], undecided_model, undecided_sequence)
 
 
 #: Residues per warp group in one chunk: enough to amortize loading a model's table into a CTA.
 CHUNK_RESIDUES_PER_GROUP = 4000
+
+
+def msv_pair_filter(engine, models, shard, pair_model, pair_sequence):
+    """Full `p7_MSVFilter` for (model, sequence) pairs of `shard`: the final xJ, or
+    msv.MSV_OVERFLOW. Models too long for the pair kernel are run by the numpy reference."""
+    x_j = np.zeros(len(pair_model), dtype=np.int16)
+    groups, too_long = {}, []
+    for m in np.unique(pair_model).tolist():
+        choice = tuning.choose_msv_pairs(models[m].M, engine.compute_capability)
+        if choice is None:
+            too_long.append(m)
+        else:
+            groups.setdefault(choice, []).append(m)
+    launches, selections = [], []
+    for choice, members in groups.items():
+        selected = np.flatnonzero(np.isin(pair_model, members))
+        local = np.searchsorted(members, pair_model[selected])
+        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, choice[1] * CHUNK_RESIDUES_PER_GROUP)
+        launches.append((choice, [models[m] for m in members], shard.msv_sequences, batch))
+        selections.append(selected)
+    if too_long:
+        selected = np.flatnonzero(np.isin(pair_model, too_long))
+        local = np.searchsorted(too_long, pair_model[selected])
+        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, CHUNK_RESIDUES_PER_GROUP)
+        (found,) = ReferenceEngine().msv_pairs([(None, [models[m] for m in too_long], shard.msv_sequences, batch)])
+        x_j[selected[batch.pair_order]] = found
+    for (*_, batch), selected, found in zip(launches, selections, engine.msv_pairs(launches)):
+        x_j[selected[batch.pair_order]] = found
+    return x_j
 
 
 def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=None):
@@ -225,26 +309,53 @@ def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
     return scores
 
 
+def forward_filter(engine, profiles, shard, pair_model, pair_sequence, timing=None):
+    """`p7_ForwardParser` scores (float64 nats, to rounding) for (model, sequence) pairs of
+    `shard`; NaN where a model is too large for the kernel (the caller passes those on)."""
+    pair_model = np.asarray(pair_model, dtype=np.int64)
+    pair_sequence = np.asarray(pair_sequence, dtype=np.int64)
+    scores = np.full(len(pair_model), np.nan)
+    groups = {}
+    for m in np.unique(pair_model).tolist():
+        choice = tuning.choose_forward(profiles[m].M, engine.compute_capability)
+        if choice is not None:
+            groups.setdefault(choice, []).append(m)
+    launches, selections = [], []
+    for choice, members in groups.items():
+        selected = np.flatnonzero(np.isin(pair_model, members))
+        local = np.searchsorted(members, pair_model[selected])
+        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths,
+                                     choice.cta_warps * CHUNK_RESIDUES_PER_GROUP)
+        launches.append((choice, [profiles[m] for m in members], shard.forward_sequences(profiles[members[0]]), batch))
+        selections.append(selected)
+    for (*_, batch), selected, found in zip(launches, selections, engine.forward(launches, timing)):
+        scores[selected[batch.pair_order]] = found
+    return scores
+
+
 @dataclasses.dataclass(frozen=True)
 class FilterCounts:
     """One model's filter outcome on a shard: the sequences past each GPU stage."""
 
     passed_msv: np.ndarray  # bool per sequence, exactly HMMER's
     passed_bias: np.ndarray  # bool per sequence, exactly HMMER's
-    survivors: np.ndarray  # bool per sequence: past Viterbi, a superset of HMMER's where unscored
+    survivors: np.ndarray  # bool per sequence: a superset of HMMER's Forward passers
+    # Sequences past HMMER's Viterbi filter that the Forward filter stopped: pyhmmer, which sees
+    # only the survivors, leaves them out of its count past Viterbi.
+    stopped_after_viterbi: int
 
 
-def filter_stages(engine, models, profiles, background_frequencies, shard, F1, F2, bias_filter, timings=None):
-    """MSV, bias and Viterbi filters for every model × every sequence of `shard`, as `p7_Pipeline`
-    decides them. `timings` (a dict) collects seconds per stage."""
+def filter_stages(engine, models, profiles, forward_profiles, background_frequencies, shard, F1, F2, F3,
+                  bias_filter, timings=None):
+    """MSV, bias, Viterbi and Forward filters for every model × every sequence of `shard`, as
+    `p7_Pipeline` decides them (the Forward filter conservatively). `models` are msv.MsvModels,
+    `profiles` vitfilter.ViterbiProfiles and `forward_profiles` fwdfilter.ForwardProfiles, one
+    each per model. `timings` (a dict) collects seconds per stage."""
     timings = {} if timings is None else timings
     started = time.perf_counter()
     first = f1_filter(engine, models, shard, F1)
     timings["msv"] = timings.get("msv", 0.0) + time.perf_counter() - started
-    passed = [np.flatnonzero(result.passed) for result in first]
-    pair_model = np.repeat(np.arange(len(models)), [len(p) for p in passed])
-    pair_sequence = np.concatenate(passed) if passed else np.zeros(0, np.int64)
-    msv_scores = np.concatenate([r.scores[p] for r, p in zip(first, passed)]) if passed else np.zeros(0, np.float32)
+    pair_model, pair_sequence, msv_scores = first.pair_model, first.pair_sequence, first.scores
     started = time.perf_counter()
     if bias_filter:
         scores, uncertain = engine.bias(profiles, background_frequencies, (shard.residues, shard.offsets), pair_model, pair_sequence)
@@ -268,14 +379,34 @@ def filter_stages(engine, models, profiles, background_frequencies, shard, F1, F
     stage = vitfilter.second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, vit_gumbel, F1, F2)
     timings["viterbi"] = timings.get("viterbi", 0.0) + time.perf_counter() - started
     timings["viterbi_kernel"] = timings.get("viterbi_kernel", 0.0) + sum(kernel_seconds)
-    results, start = [], 0
-    for chosen in passed:  # the pairs are grouped by model, in model order
-        span = slice(start, start + len(chosen))
-        start = span.stop
+
+    started = time.perf_counter()
+    # Pairs Viterbi could not score go on to pyhmmer as they are: it counts them past Viterbi.
+    survivors = stage.passed_viterbi.copy()
+    if F3 < 1.0:
+        forward = stage.passed_viterbi & ~stage.unscored
+        chosen_model, chosen_sequence = pair_model[forward], pair_sequence[forward]
+        lengths = shard.lengths[chosen_sequence]
+        nodes = np.array([p.M for p in forward_profiles], dtype=np.int64)[chosen_model]
+        timings["forward_cells"] = timings.get("forward_cells", 0) + int((lengths * nodes).sum())
+        kernel_seconds = []
+        scores = forward_filter(engine, forward_profiles, shard, chosen_model, chosen_sequence, kernel_seconds)
+        timings["forward_kernel"] = timings.get("forward_kernel", 0.0) + sum(kernel_seconds)
+        tau = np.array([p.tau for p in forward_profiles])[chosen_model]
+        lam = np.array([p.lam for p in forward_profiles])[chosen_model]
+        survivors[forward] = fwdfilter.passes_f3(scores, filter_scores[forward], tau, lam, F3,
+                                                 fwdfilter.margin_nats(lengths, nodes))
+    timings["forward"] = timings.get("forward", 0.0) + time.perf_counter() - started
+
+    results = []
+    bounds = np.searchsorted(pair_model, np.arange(len(models) + 1))
+    for span in (slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])):  # pairs grouped by model
+        chosen = pair_sequence[span]
         masks = []
-        for sequences in (chosen, chosen[stage.passed_bias[span]], chosen[stage.passed_viterbi[span]]):
+        for sequences in (chosen, chosen[stage.passed_bias[span]], chosen[survivors[span]]):
             mask = np.zeros(shard.sequences, dtype=bool)
             mask[sequences] = True
             masks.append(mask)
-        results.append(FilterCounts(*masks))
+        stopped = int((stage.passed_viterbi[span] & ~survivors[span]).sum())
+        results.append(FilterCounts(*masks, stopped_after_viterbi=stopped))
     return results

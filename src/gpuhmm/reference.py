@@ -121,3 +121,19 @@ def run_msv(blocks, table_bytes, striping, arithmetic, model, tjbm, sequences):
             overflow[ended] = False
             x_b[ended] = model.base - tjbm[nxt]
     return out
+
+
+def run_msv_pair(model, sequence, tjbm):
+    """kernels/msvpairs.cu for one (model, sequence) pair, in node order: the final xJ, or
+    MSV_OVERFLOW; `tjbm` = tjb(L) + tbm."""
+    gains = model.bias - model.costs.astype(np.int64)
+    cells = np.zeros(model.M, dtype=np.int64)
+    x_j, x_b, overflow = 0, model.base - int(tjbm), False
+    for code in np.asarray(sequence, dtype=np.intp):
+        predecessors = np.concatenate([[0], cells[:-1]])
+        cells = np.maximum(np.maximum(predecessors, x_b) + gains[code], 0)
+        x_e = int(cells.max())
+        overflow |= x_e + model.bias >= 255
+        x_j = max(x_j, max(x_e - model.tec, 0))
+        x_b = max(model.base, x_j) - int(tjbm)
+    return MSV_OVERFLOW if overflow else x_j

@@ -171,10 +171,11 @@ def _open_database(sequences, hmms, db_shards, cleanup):
 
 
 def gpu_stage_summary(stage_seconds):
-    """Seconds per GPU-backend stage, summed over tasks, and the Viterbi kernel's TCUPS."""
-    summary = {f"{name}_s": round(float(value), 4) for name, value in stage_seconds.items() if name != "viterbi_cells"}
-    cells = int(stage_seconds.get("viterbi_cells", 0))
-    kernel = float(stage_seconds.get("viterbi_kernel", 0.0))
-    summary["viterbi_cells"] = cells
-    summary["viterbi_tcups"] = round(cells / kernel / 1e12, 3) if kernel else None
+    """Seconds per GPU-backend stage, summed over tasks, and the Viterbi and Forward kernels' TCUPS."""
+    summary = {f"{name}_s": round(float(value), 4) for name, value in stage_seconds.items() if not name.endswith("_cells")}
+    for stage in ("viterbi", "forward"):
+        cells = int(stage_seconds.get(f"{stage}_cells", 0))
+        kernel = float(stage_seconds.get(f"{stage}_kernel", 0.0))
+        summary[f"{stage}_cells"] = cells
+        summary[f"{stage}_tcups"] = round(cells / kernel / 1e12, 3) if kernel else None
     return summary

@@ -19,6 +19,15 @@ from .warpblocks import Striping
 
 SEQUENCES_PER_WARP = (32, 16, 8, 4, 2)
 
+#: The Forward kernel's model size classes: (most nodes, warps per CTA). A warp keeps three rows
+#: of float cells in shared memory, 12 bytes a node, so larger models get fewer warps per CTA.
+FORWARD_CLASSES = ((256, 8), (1024, 8), (4096, 4))
+
+#: The pair-list MSV kernel's words per lane, H (one warp per pair, 32·H nodes in registers):
+#: a model takes the smallest that holds it. Past the last, the host runs MSV (no Pfam model is
+#: that long).
+MSV_PAIR_WORDS = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
 #: Keys are compute capabilities; a GPU uses the newest table not newer than itself. The sm_90
 #: entries follow benchmarks/results/kernels-h100.json (throughput rises with H up to ~40 words,
 #: the single-sequence kernel is no slower past 1280 nodes, and a 16-warp CTA beats an 8-warp
@@ -35,6 +44,8 @@ TABLES = {
         "cta_warps_alone": 16,
         "shared_per_sm": 228 * 1024,
         "viterbi": {"h_max": 20, "cta_warps": 4},
+        "forward": FORWARD_CLASSES,
+        "msv_pairs": {"words": MSV_PAIR_WORDS, "cta_warps": 8},
     },
     70: {
         "arithmetic": "simd8",
@@ -44,6 +55,8 @@ TABLES = {
         "cta_warps_alone": 16,
         "shared_per_sm": 96 * 1024,
         "viterbi": {"h_max": 20, "cta_warps": 4},
+        "forward": FORWARD_CLASSES,
+        "msv_pairs": {"words": MSV_PAIR_WORDS, "cta_warps": 8},
     },
 }
 
@@ -104,4 +117,31 @@ def choose_viterbi(M, arithmetic, compute_capability):
         if (32 // S) * W * limits["h_max"] >= M:
             H = -(-M // ((32 // S) * W))
             return KernelChoice("viterbi", arithmetic, Striping(S=S, H=H, W=W), limits["cta_warps"])
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardChoice:
+    nodes: int  # the most nodes of the class: shared memory is sized for it
+    cta_warps: int
+
+    @property
+    def shared_bytes(self):
+        return self.cta_warps * 3 * self.nodes * 4
+
+
+def choose_forward(M, compute_capability):
+    """The Forward kernel's class for a model of M nodes, or None if too large (left to the CPU)."""
+    for nodes, cta_warps in table_for(compute_capability)["forward"]:
+        if M <= nodes:
+            return ForwardChoice(nodes, cta_warps)
+    return None
+
+
+def choose_msv_pairs(M, compute_capability):
+    """(H, warps per CTA) of the pair-list MSV kernel for a model of M nodes, or None if too large."""
+    limits = table_for(compute_capability)["msv_pairs"]
+    for H in limits["words"]:
+        if 32 * H >= M:
+            return H, limits["cta_warps"]
     return None

@@ -98,10 +98,8 @@ class ViterbiProfile:
         return transitions
 
     @classmethod
-    def from_optimized(cls, optimized, hmm):
-        filter_bytes, profile_bytes = io.BytesIO(), io.BytesIO()
-        optimized.write(filter_bytes, profile_bytes)
-        data = profile_bytes.getvalue()
+    def from_h3p(cls, data, optimized, hmm):
+        """From `optimized` and the `.h3p` bytes it writes (`configured`)."""
         M, Kp = optimized.M, hmm.alphabet.Kp
         Q8, Q4 = _words(M), _floats(M)
         # Parse from the end: the name, accession and description ahead are variable length.
@@ -131,13 +129,24 @@ class ViterbiProfile:
         return _wordify(self.scale_w, _logf()(float(pmove)))
 
 
-def viterbi_profiles(hmms, background):
-    profiles = []
+def configured(hmms, background):
+    """Per model, its OptimizedProfile as hmmsearch configures it (L = 400) and the `.h3p` bytes
+    it writes, where the Viterbi and Forward filters read their parameters (pyhmmer exposes
+    only some of them)."""
+    written = []
     for hmm in hmms:
         profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
         profile.configure(hmm, background, L=400)
-        profiles.append(ViterbiProfile.from_optimized(profile.to_optimized(), hmm))
-    return profiles
+        optimized = profile.to_optimized()
+        filter_bytes, profile_bytes = io.BytesIO(), io.BytesIO()
+        optimized.write(filter_bytes, profile_bytes)
+        written.append((optimized, profile_bytes.getvalue()))
+    return written
+
+
+def viterbi_profiles(hmms, background, written=None):
+    written = written or configured(hmms, background)
+    return [ViterbiProfile.from_h3p(data, optimized, hmm) for hmm, (optimized, data) in zip(hmms, written)]
 
 
 def _adds(a, b):
@@ -278,6 +287,7 @@ def _emission_odds(frequencies, composition):
 class SecondStage:
     passed_bias: np.ndarray  # bool per sequence
     passed_viterbi: np.ndarray  # bool per sequence (HMMER's n_past_vit counts these)
+    unscored: np.ndarray  # bool per sequence: passed on because `viterbi` could not score it
 
 
 def second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, viterbi_gumbel, F1, F2):
@@ -292,8 +302,10 @@ def second_stage(msv_scores, filter_scores, msv_gumbel, viterbi, viterbi_gumbel,
     passed_bias = pvalues <= F1
     needs_viterbi = passed_bias & (pvalues > F2)
     passed_viterbi = passed_bias.copy()
+    unscored = np.zeros_like(passed_bias)
     if needs_viterbi.any():
         scores = viterbi(needs_viterbi)
         mu, lam = (np.broadcast_to(np.asarray(g), pvalues.shape)[needs_viterbi] for g in viterbi_gumbel)
+        unscored[needs_viterbi] = np.isnan(scores)
         passed_viterbi[needs_viterbi] = np.isnan(scores) | (gumbel_pvalues(scores, filter_scores[needs_viterbi], mu, lam) <= F2)
-    return SecondStage(passed_bias, passed_viterbi)
+    return SecondStage(passed_bias, passed_viterbi, unscored)
