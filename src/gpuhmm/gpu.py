@@ -10,6 +10,7 @@ host object that describes them lives.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -63,7 +64,8 @@ _INCLUDE = re.compile(r'^#include "([a-z0-9_]+\.cuh)"$', re.MULTILINE)
 
 
 class GpuEngine:
-    """Runs the filter kernels (SSV/MSV, bias, Viterbi) on the current CUDA device."""
+    """Runs the filter kernels (SSV and the F1 decision, pair-list MSV, bias, Viterbi, Forward)
+    on the current CUDA device."""
 
     def __init__(self, table_capability=None):
         device = cupy.cuda.Device()
@@ -79,6 +81,24 @@ class GpuEngine:
         # Worker threads share the engine: each call holds the device alone, and a thread's
         # host work between calls overlaps the others' kernels.
         self._lock = threading.RLock()
+        self._held = threading.local()
+
+    @contextlib.contextmanager
+    def _device(self):
+        """Hold the device for one call, and add the time to the calling thread's account."""
+        with self._lock:
+            started = time.perf_counter()
+            try:
+                yield
+            finally:
+                self._held.seconds = getattr(self._held, "seconds", 0.0) + time.perf_counter() - started
+
+    def take_held_seconds(self):
+        """Seconds this thread's calls held the device since it last asked. The device is held
+        by one call at a time, so the sum over threads is how long it was busy with (or waiting
+        on transfers for) the filters."""
+        seconds, self._held.seconds = getattr(self._held, "seconds", 0.0), 0.0
+        return seconds
 
     def warps(self, warps_per_sm):
         return self.multiprocessors * warps_per_sm
@@ -156,7 +176,7 @@ class GpuEngine:
         Returns the host output, uint8 bests (SSV) or int16 xJ (MSV), (models, sequences).
         """
         tables = self._tables(choice, models)
-        with self._lock:
+        with self._device():
             call, out = self._prepare(choice, blocks, tables, tjb, sequences)
             call()
             return cupy.asnumpy(out)
@@ -175,25 +195,34 @@ class GpuEngine:
             times.append(cupy.cuda.get_elapsed_time(start, stop) / 1000.0)
         return float(np.median(times))
 
-    def f1_sieve(self, choice, blocks, models, shard, thresholds):
-        """SSV over the warp blocks, then the F1 decision beside its output (f1.cu): flat indices
-        (model · sequences + sequence) of the passing pairs, their MSV scores, and flat indices of
-        the pairs SSV left undecided. Only those cross back to the host."""
-        tables = self._tables(choice, models)
-        parameters = np.zeros(len(models), dtype=F1_PARAMETERS)
-        for field in ("base", "bias", "tbm", "tec", "scale"):
-            parameters[field] = [getattr(m, field) for m in models]
-        parameters["threshold"] = thresholds
+    def f1_sieve(self, groups, shard):
+        """SSV over the warp blocks, then the F1 decision beside its output (f1.cu), for `groups`
+        of (choice, blocks, models, thresholds): flat indices (model · sequences + sequence, the
+        models numbered across the groups in order) of the passing pairs, their MSV scores, and
+        flat indices of the pairs SSV left undecided. Only those cross back, in one transfer."""
+        host = []
+        for choice, blocks, models, thresholds in groups:
+            parameters = np.zeros(len(models), dtype=F1_PARAMETERS)
+            for field in ("base", "bias", "tbm", "tec", "scale"):
+                parameters[field] = [getattr(m, field) for m in models]
+            parameters["threshold"] = thresholds
+            host.append((choice, blocks, self._tables(choice, models), parameters))
         sequences = shard.sequences
-        with self._lock:
-            call, best = self._prepare(choice, blocks, tables, None, sequences)
-            call()
-            outcome = cupy.empty(best.shape, dtype=np.uint8)
-            scores = cupy.empty(best.shape, dtype=np.float32)
+        rows = sum(len(parameters) for *_, parameters in host)
+        with self._device():
+            outcome = cupy.empty((rows, sequences), dtype=np.uint8)
+            scores = cupy.empty((rows, sequences), dtype=np.float32)
+            terms = (self.resident(shard.tjb), self.resident(shard.null1), self.resident(shard.msv_sequences[2]))
             kernel = self._compiled("f1.cu", f"gpuhmm::f1_decide<{F1_THREADS}>")
-            kernel((-(-sequences // F1_THREADS), len(models)), (F1_THREADS,), (
-                best, np.int32(sequences), cupy.asarray(parameters.view(np.uint8)), self.resident(shard.tjb),
-                self.resident(shard.null1), self.resident(shard.msv_sequences[2]), outcome, scores))
+            row = 0
+            for choice, blocks, tables, parameters in host:
+                call, best = self._prepare(choice, blocks, tables, None, sequences)
+                call()
+                end = row + len(parameters)
+                kernel((-(-sequences // F1_THREADS), len(parameters)), (F1_THREADS,), (
+                    best, np.int32(sequences), cupy.asarray(parameters.view(np.uint8)), *terms,
+                    outcome[row:end], scores[row:end]))
+                row = end
             passed = cupy.flatnonzero(outcome == 1)
             undecided = cupy.flatnonzero(outcome == 2)
             return cupy.asnumpy(passed), cupy.asnumpy(scores.reshape(-1)[passed]), cupy.asnumpy(undecided)
@@ -210,7 +239,7 @@ class GpuEngine:
                 parameters[field] = [getattr(m, field) for m in models]
             parameters["offset"] = np.concatenate([[0], np.cumsum([g.size for g in gains])[:-1]])
             host.append((np.concatenate([g.reshape(-1) for g in gains]), parameters))
-        with self._lock:
+        with self._device():
             prepared = []
             for ((H, cta_warps), _, sequences, batch), (gains, parameters) in zip(launches, host):
                 x_j = cupy.zeros(len(batch.pair_sequence), dtype=np.int16)
@@ -253,7 +282,7 @@ class GpuEngine:
             offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])[:-1]]).astype(np.int64)
             parameters = np.array([vitlayout.kernel_parameters(profile).as_row() for profile in profiles], dtype=np.int32)
             host.append((choice, sequences, batch, np.concatenate(blobs), offsets, parameters))
-        with self._lock:
+        with self._device():
             prepared = []
             for choice, sequences, batch, blobs, offsets, parameters in host:
                 pairs = len(batch.pair_sequence)
@@ -285,7 +314,7 @@ class GpuEngine:
             parameters["offset"] = np.concatenate([[0], np.cumsum([blob.size for blob in blobs])[:-1]])
             blob = np.concatenate([b.reshape(-1) for b in blobs])
             host.append((choice, sequences, batch, blob, parameters))
-        with self._lock:
+        with self._device():
             prepared = []
             for choice, sequences, batch, blob, parameters in host:
                 scores = cupy.zeros(len(batch.pair_sequence), dtype=np.float64)
@@ -304,7 +333,7 @@ class GpuEngine:
         """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
         uncertain ones to be rescored on the host (biasfilter.resolve_uncertain).
         `sequences` is (residues, offsets), kept resident."""
-        with self._lock:
+        with self._device():
             pairs = len(pair_model)
             if not pairs:
                 return np.zeros(0, np.float32), np.zeros(0, bool)

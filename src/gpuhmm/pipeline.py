@@ -213,9 +213,11 @@ class _ResidentShard:
         with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
+        engine.take_held_seconds()
         results = prefilter.filter_stages(
             engine, msv_models, profiles, forward_profiles, background.residue_frequencies, self._filter_shard,
             arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
+        timings["device_held"] = timings.get("device_held", 0.0) + engine.take_held_seconds()
         return [
             (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
              {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())},

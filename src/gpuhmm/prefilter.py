@@ -134,13 +134,19 @@ class ReferenceEngine:
             for m in models
         ])
 
-    def f1_sieve(self, choice, blocks, models, shard, thresholds):
-        """SSV and the F1 decision for every model × sequence: flat indices (model · sequences +
-        sequence) of the passing pairs, their MSV scores, and flat indices of the undecided."""
-        best = self.ssv(choice, blocks, models, shard.sequences)
-        outcomes, scores = zip(*(msv.f1_outcome(m, b, shard.tjb, shard.null1, shard.lengths, t)
-                                 for m, b, t in zip(models, best, thresholds)))
-        outcome, scores = np.stack(outcomes).reshape(-1), np.stack(scores).reshape(-1)
+    def f1_sieve(self, groups, shard):
+        """SSV and the F1 decision for every model × sequence of `groups` (choice, blocks,
+        models, thresholds): flat indices (model · sequences + sequence, the models numbered
+        across the groups) of the passing pairs, their MSV scores, and flat indices of the
+        undecided."""
+        outcomes, scores = [], []
+        for choice, blocks, models, thresholds in groups:
+            best = self.ssv(choice, blocks, models, shard.sequences)
+            for model, row, threshold in zip(models, best, thresholds):
+                outcome, score = msv.f1_outcome(model, row, shard.tjb, shard.null1, shard.lengths, threshold)
+                outcomes.append(outcome)
+                scores.append(score)
+        outcome, scores = np.concatenate(outcomes), np.concatenate(scores)
         passed = np.flatnonzero(outcome == msv.F1_PASS)
         return passed, scores[passed], np.flatnonzero(outcome == msv.F1_UNDECIDED)
 
@@ -207,32 +213,27 @@ def f1_filter(engine, models, shard, F1):
         if model.base + model.bias > 255:
             raise ValueError(f"model {model.name}: base + bias > 255, outside the 16-bit MSV proof")
     thresholds = np.array([msv.pass_threshold(m.mu, m.lam, F1) for m in models], dtype=np.float32)
-    passed, scores, undecided = [], [], []
+    groups, order = [], []
     for choice, positions in _by_choice(models, "ssv", cc).items():
         blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["ssv"]["warps_per_sm"]))
-        positions = np.asarray(positions)
-        flat_passed, flat_scores, flat_undecided = engine.f1_sieve(
-            choice, blocks, [models[p] for p in positions], shard, thresholds[positions])
-        passed.append((positions[flat_passed // shard.sequences], flat_passed % shard.sequences))
-        scores.append(flat_scores)
-        undecided.append((positions[flat_undecided // shard.sequences], flat_undecided % shard.sequences))
-    undecided_model = np.concatenate([m for m, _ in undecided] + [np.zeros(0, np.int64)])
-    undecided_sequence = np.concatenate([i for _, i in undecided] + [np.zeros(0, np.int64)])
+        groups.append((choice, blocks, [models[p] for p in positions], thresholds[positions]))
+        order += positions
+    order = np.asarray(order, dtype=np.int64)
+    flat_passed, scores, flat_undecided = engine.f1_sieve(groups, shard)
+    pair_model, pair_sequence = order[flat_passed // shard.sequences], flat_passed % shard.sequences
+    undecided_model, undecided_sequence = order[flat_undecided // shard.sequences], flat_undecided % shard.sequences
     if len(undecided_model):
         x_j = msv_pair_filter(engine, models, shard, undecided_model, undecided_sequence)
-        tjb = shard.tjb[undecided_sequence]
         base = np.array([m.base for m in models])[undecided_model]
         scale = np.array([m.scale for m in models], dtype=np.float32)[undecided_model]
-        full = msv.scores_from_xj(base, scale, x_j, tjb)
+        full = msv.scores_from_xj(base, scale, x_j, shard.tjb[undecided_sequence])
         full[x_j == msv.MSV_OVERFLOW] = np.inf
         wins = msv.score_bits(full, shard.null1[undecided_sequence]) >= thresholds[undecided_model]
-        passed.append((undecided_model[wins], undecided_sequence[wins]))
-        scores.append(full[wins])
-    pair_model = np.concatenate([m for m, _ in passed] + [np.zeros(0, np.int64)])
-    pair_sequence = np.concatenate([i for _, i in passed] + [np.zeros(0, np.int64)])
+        pair_model = np.concatenate([pair_model, undecided_model[wins]])
+        pair_sequence = np.concatenate([pair_sequence, undecided_sequence[wins]])
+        scores = np.concatenate([scores, full[wins]])
     order = np.lexsort((pair_sequence, pair_model))
-    return F1Pairs(pair_model[order], pair_sequence[order],
-                   np.concatenate(scores + [np.zeros(0, np.float32)])[order], undecided_model, undecided_sequence)
+    return F1Pairs(pair_model[order], pair_sequence[order], scores[order], undecided_model, undecided_sequence)
 
 
 #: Residues per warp group in one chunk: enough to amortize loading a model's table into a CTA.
