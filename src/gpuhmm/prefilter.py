@@ -7,8 +7,9 @@ Models are grouped by kernel specialization (`tuning.choose`); one SSV launch co
 the whole shard, and the F1 decision runs where its output lies (on the GPU, kernels/f1.cu), so
 only the passing pairs and the ones SSV cannot decide come back. The undecided pairs, about 1%,
 go through full MSV as a pair list. The bias and Viterbi filters take (model, sequence) pairs:
-those past F1, then those the bias-corrected P-value leaves between F2 and F1; then the Forward filter takes the Viterbi survivors and passes those
-whose score, with a margin (`fwdfilter`), passes F3.
+those past F1, then those the bias-corrected P-value leaves between F2 and F1; the Forward
+filter takes the Viterbi survivors and passes those whose score, with a margin (`fwdfilter`),
+passes F3.
 """
 
 from __future__ import annotations
@@ -74,24 +75,20 @@ class FilterShard:
             return self.blocks[(S, warps)]
 
     def viterbi_sequences(self, profile):
-        """(residues, starts, lengths, moves) as the Viterbi kernel reads them. The MOVE words
-        depend only on the profile's scale and expected J uses, the same for every model of a
-        search, so they are kept per (scale, nj)."""
-        key = (profile.scale_w, profile.nj)
-        with self.lock:
-            if key not in self.pair_inputs:
-                moves = vitlayout.sequence_moves(profile, self.lengths)
-                self.pair_inputs[key] = (*self._kernel_columns, moves)
-            return self.pair_inputs[key]
+        """(residues, starts, lengths, MOVE words) as the Viterbi kernel reads them. The MOVE
+        words depend only on the profile's scale and expected J uses, the same for every model
+        of a search."""
+        return self._pair_inputs(("viterbi", profile.scale_w, profile.nj),
+                                 lambda: vitlayout.sequence_moves(profile, self.lengths))
 
     def forward_sequences(self, profile):
-        """(residues, starts, lengths, MOVE probabilities) as the Forward kernel reads them, kept
-        per expected J uses (the same for every model of a search)."""
-        key = ("forward", profile.nj)
+        """(residues, starts, lengths, MOVE probabilities) as the Forward kernel reads them."""
+        return self._pair_inputs(("forward", profile.nj), lambda: fwdfilter.length_moves(profile.nj, self.lengths))
+
+    def _pair_inputs(self, key, length_terms):
         with self.lock:
             if key not in self.pair_inputs:
-                moves = fwdfilter.length_moves(profile.nj, self.lengths)
-                self.pair_inputs[key] = (*self._kernel_columns, moves)
+                self.pair_inputs[key] = (*self._kernel_columns, length_terms())
             return self.pair_inputs[key]
 
 
