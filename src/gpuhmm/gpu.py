@@ -244,9 +244,7 @@ class GpuEngine:
             for ((H, cta_warps), _, sequences, batch), (gains, parameters) in zip(launches, host):
                 x_j = cupy.zeros(len(batch.pair_sequence), dtype=np.int16)
                 arguments = (
-                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
-                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
-                    cupy.zeros(len(batch.chunk_model), dtype=np.int32), cupy.asarray(gains),
+                    *self._pair_list(sequences, batch), cupy.asarray(gains),
                     cupy.asarray(parameters.view(np.uint8)), x_j,
                 )
                 kernel = self._compiled("msvpairs.cu", f"gpuhmm::msv_pairs<{H}, {cta_warps}>")
@@ -266,6 +264,13 @@ class GpuEngine:
         if key not in self._resident or self._resident[key][0] is not array:
             self._resident[key] = (array, cupy.asarray(array))
         return self._resident[key][1]
+
+    def _pair_list(self, sequences, batch):
+        """The arguments every pair-list kernel (pairs.cuh) starts with: the resident sequences,
+        the batch's pairs and chunks, and a zeroed counter per chunk."""
+        return (*(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
+                cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
+                cupy.zeros(len(batch.chunk_model), dtype=np.int32))
 
     def viterbi(self, launches, timing=None):
         """Viterbi-filter launches, run side by side on their own streams so that one launch's
@@ -288,10 +293,8 @@ class GpuEngine:
                 pairs = len(batch.pair_sequence)
                 outputs = (cupy.zeros(pairs, dtype=np.int32), cupy.zeros(pairs, dtype=np.uint8))
                 arguments = (
-                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
-                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
-                    cupy.zeros(len(batch.chunk_model), dtype=np.int32),
-                    cupy.asarray(blobs), cupy.asarray(offsets), cupy.asarray(parameters), *outputs,
+                    *self._pair_list(sequences, batch), cupy.asarray(blobs), cupy.asarray(offsets),
+                    cupy.asarray(parameters), *outputs,
                 )
                 prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
             _side_by_side(
@@ -319,9 +322,7 @@ class GpuEngine:
             for choice, sequences, batch, blob, parameters in host:
                 scores = cupy.zeros(len(batch.pair_sequence), dtype=np.float64)
                 arguments = (
-                    *(self.resident(a) for a in sequences), cupy.asarray(batch.pair_sequence),
-                    cupy.asarray(batch.chunk_model), cupy.asarray(batch.chunk_start), cupy.asarray(batch.chunk_end),
-                    cupy.zeros(len(batch.chunk_model), dtype=np.int32), cupy.asarray(blob),
+                    *self._pair_list(sequences, batch), cupy.asarray(blob),
                     cupy.asarray(parameters.view(np.uint8)), scores,
                 )
                 kernel = self._compiled("fwd.cu", f"gpuhmm::forward_filter<{choice.cta_warps}>", choice.shared_bytes)

@@ -21,6 +21,7 @@
 // before's last D. This is the full chain, which HMMER's D→D passes also reach (they stop when a
 // pass no longer changes a float). The order of the sums differs from HMMER's, so scores agree
 // to rounding; fwdfilter.py gives the F3 margin that covers it.
+#include "pairs.cuh"
 #include "types.cuh"
 
 namespace gpuhmm {
@@ -59,9 +60,7 @@ forward_filter(const uint8_t *__restrict__ residues, const long long *__restrict
     const int end = chunk_end[chunk];
 
     while (true) {
-        int pair = 0;
-        if (lane == 0) pair = chunk_start[chunk] + atomicAdd(chunk_taken + chunk, 1);
-        pair = __shfl_sync(FULL, pair, 0);
+        const int pair = next_pair(chunk_start, chunk_taken, chunk, lane);
         if (pair >= end) break;
         const int s = pair_sequence[pair];
         const int length = sequence_length[s];

@@ -13,6 +13,7 @@
 // arithmetic of msvfilter.c without the 255 ceiling, which can bind only after a row with
 // xE + bias ≥ 255, HMMER's overflow (reference.run_msv uses the same argument). Overflow is
 // sticky; the pair then reports MSV_OVERFLOW (−1) instead of its final xJ.
+#include "pairs.cuh"
 #include "types.cuh"
 
 namespace gpuhmm {
@@ -39,9 +40,7 @@ msv_pairs(const uint8_t *__restrict__ residues, const long long *__restrict__ se
     const int end = chunk_end[chunk];
 
     while (true) {
-        int pair = 0;
-        if (lane == 0) pair = chunk_start[chunk] + atomicAdd(chunk_taken + chunk, 1);
-        pair = __shfl_sync(FULL, pair, 0);
+        const int pair = next_pair(chunk_start, chunk_taken, chunk, lane);
         if (pair >= end) break;
         const int s = pair_sequence[pair];
         const int length = sequence_length[s];
