@@ -150,32 +150,34 @@ viterbi_filter(const uint8_t *__restrict__ residues, const long long *__restrict
     bool starting = true;
 
     while (true) {
-        // Every lane takes part in the shuffle (a shuffle under a vote-guarded branch would make
-        // the compiler emulate divergence); only groups that are starting use it.
-        int taken = 0;
-        if (starting && t == 0) taken = atomicAdd(chunk_taken + chunk, 1);
-        taken = __shfl_sync(FULL, taken, group * L);
-        if (starting) {
-            pair = first + taken;
-            active = pair < end;
-            starting = false;
-            if (active) {
-                const int s = pair_sequence[pair];
-                length = sequence_length[s];
-                sequence = residues + sequence_start[s];
-                move = sequence_move[s];
-                next_code = sequence[0];
-                row = 0;
-                xN = p.base;
-                xJ = -32768;
-                xC = -32768;
-                xB = p.base + move;
-                // Every B→M entry is at least base + move + min BM: a value under that is dead.
-                dead = p.base + move + p.bm_min - 1;
-                needs_exact = !Lanes::EXACT && dead < Lanes::FLOOR;
-                overflow = false;
+        // Every lane of a warp with a starting group takes part in the shuffle; only the
+        // starting groups use it. Rows where no group starts skip it.
+        if (__any_sync(FULL, starting)) {
+            int taken = 0;
+            if (starting && t == 0) taken = atomicAdd(chunk_taken + chunk, 1);
+            taken = __shfl_sync(FULL, taken, group * L);
+            if (starting) {
+                pair = first + taken;
+                active = pair < end;
+                starting = false;
+                if (active) {
+                    const int s = pair_sequence[pair];
+                    length = sequence_length[s];
+                    sequence = residues + sequence_start[s];
+                    move = sequence_move[s];
+                    next_code = sequence[0];
+                    row = 0;
+                    xN = p.base;
+                    xJ = -32768;
+                    xC = -32768;
+                    xB = p.base + move;
+                    // Every B→M entry is at least base + move + min BM: a value under that is dead.
+                    dead = p.base + move + p.bm_min - 1;
+                    needs_exact = !Lanes::EXACT && dead < Lanes::FLOOR;
+                    overflow = false;
 #pragma unroll
-                for (int h = 0; h < H; ++h) Mc[h] = Ic[h] = Dc[h] = floor;
+                    for (int h = 0; h < H; ++h) Mc[h] = Ic[h] = Dc[h] = floor;
+                }
             }
         }
         if (!__any_sync(FULL, active)) break;
