@@ -151,6 +151,34 @@ def read_summary(path):
         return None
 
 
+class GpuUtilization:
+    """nvidia-smi's GPU utilization (the share of time a kernel was running) every 100 ms while
+    the block runs: how much of gpuhmm's run kept the GPU busy."""
+
+    def __enter__(self):
+        self.samples = []
+        try:
+            self._smi = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self._smi = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._smi is not None:
+            self._smi.terminate()
+            output, _ = self._smi.communicate()
+            self.samples = [int(value) for value in output.split() if value.isdigit()]
+        return False
+
+    def summary(self):
+        if not self.samples:
+            return None
+        return {"mean_percent": round(float(np.mean(self.samples)), 1), "samples_every_s": 0.1,
+                "samples": self.samples}
+
+
 def stage_seconds(summary):
     """[(name, seconds)]: the run's stages (read models, database, search, merge and write), then
     inside the search the GPU backend's stages summed over tasks (gpuhmm's `gpu_stages`)."""
@@ -395,7 +423,8 @@ def main(argv=None):
             command = [*gpuhmm_base, *table_flags(paths), "--summary", str(summary_path),
                        str(state["models_path"]), str(state["db_path"])]
             result["gpuhmm_command"] = shlex.join(command)
-            wall = run_timed(command, work / "gpuhmm.log", env)
+            with GpuUtilization() as utilization:
+                wall = run_timed(command, work / "gpuhmm.log", env)
             summary = read_summary(summary_path) or {}
             result["wall_s"] = round(wall, 3)
             result["viterbi_tcups"] = viterbi_tcups(summary)
@@ -412,6 +441,7 @@ def main(argv=None):
                 "model_shards": summary.get("model_shards"), "cluster": summary.get("cluster"),
                 "Z": summary.get("Z"),
                 "summary_stages": summary.get("stages"),
+                "gpu_utilization": utilization.summary(),
             }
             state["gpuhmm_tables"] = work / "gpuhmm"
             log(f"gpuhmm: {wall:.1f} s ({cells / wall / 1e12:.3f} TCUPS end to end); "

@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import threading
-import time
 from pathlib import Path
 
 os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
@@ -22,7 +21,7 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import biasfilter, fwdfilter, msv, vitlayout  # noqa: E402
+from . import biasfilter, fwdfilter, msv, tuning, vitlayout  # noqa: E402
 from .warpblocks import model_tables  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -30,6 +29,7 @@ LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8", "vit16": "gpuhmm
 STAGES = {"ssv": 0, "msv": 1}
 BIAS_CTA_THREADS = 128
 F1_THREADS = 256
+LAYOUT_THREADS = 128
 #: f1.cu's F1Parameters and msvpairs.cu's MsvPairParameters, field for field.
 F1_PARAMETERS = np.dtype([("base", "<i4"), ("bias", "<i4"), ("tbm", "<i4"), ("tec", "<i4"),
                           ("scale", "<f4"), ("threshold", "<f4")])
@@ -78,27 +78,21 @@ class GpuEngine:
         self.shared_memory_limit = properties["sharedMemPerBlockOptin"]
         self._kernels = {}
         self._resident = {}
-        # Worker threads share the engine: each call holds the device alone, and a thread's
-        # host work between calls overlaps the others' kernels.
-        self._lock = threading.RLock()
-        self._held = threading.local()
+        # Worker threads share the engine. Each thread issues its calls on a stream of its own,
+        # so one thread's transfers, waits and host work overlap the others' kernels; the
+        # locks guard only the shared caches (compiled kernels, resident arrays).
+        self._compile_lock = threading.Lock()
+        self._resident_lock = threading.RLock()
+        self._thread = threading.local()
 
     @contextlib.contextmanager
-    def _device(self):
-        """Hold the device for one call, and add the time to the calling thread's account."""
-        with self._lock:
-            started = time.perf_counter()
-            try:
-                yield
-            finally:
-                self._held.seconds = getattr(self._held, "seconds", 0.0) + time.perf_counter() - started
-
-    def take_held_seconds(self):
-        """Seconds this thread's calls held the device since it last asked. The device is held
-        by one call at a time, so the sum over threads is how long it was busy with (or waiting
-        on transfers for) the filters."""
-        seconds, self._held.seconds = getattr(self._held, "seconds", 0.0), 0.0
-        return seconds
+    def _stream(self):
+        """This thread's stream, current for the duration of one call."""
+        stream = getattr(self._thread, "stream", None)
+        if stream is None:
+            stream = self._thread.stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            yield stream
 
     def warps(self, warps_per_sm):
         return self.multiprocessors * warps_per_sm
@@ -116,31 +110,71 @@ class GpuEngine:
             )
         return self._compiled(source, expression, shared)
 
+    def _msv_pairs_kernel(self, choice):
+        H, cta_warps = choice
+        return self._compiled("msvpairs.cu", f"gpuhmm::msv_pairs<{H}, {cta_warps}>")
+
+    def _forward_kernel(self, choice):
+        return self._compiled("fwd.cu", f"gpuhmm::forward_filter<{choice.cta_warps}>", choice.shared_bytes)
+
+    def preload(self, lengths):
+        """Load (from CuPy's disk cache, or compile) the kernels a search of models of these
+        lengths runs, before its first tasks need them. Vit32, which runs only the pairs Vit16
+        cannot vouch for, is left to load on first use."""
+        cc = self.compute_capability
+        for source, expression in (("layout.cu", "gpuhmm::warp_block_layout"), ("f1.cu", f"gpuhmm::f1_decide<{F1_THREADS}>"),
+                                   ("bias.cu", f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>")):
+            self._compiled(source, expression)
+        for M in sorted(set(lengths)):
+            self.kernel(tuning.choose(M, "ssv", cc))
+            for choice, load in ((tuning.choose_viterbi(M, "vit16", cc), self.kernel),
+                                 (tuning.choose_msv_pairs(M, cc), self._msv_pairs_kernel),
+                                 (tuning.choose_forward(M, cc), self._forward_kernel)):
+                if choice is not None:
+                    load(choice)
+
     def _compiled(self, source, expression, shared=0):
         """One specialization of a kernel template, compiled once (CuPy caches it on disk)."""
-        if expression not in self._kernels:
-            module = cupy.RawModule(
-                code=_source(source),
-                options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
-                name_expressions=[expression],
-            )
-            self._kernels[expression] = module.get_function(expression)
-        function = self._kernels[expression]
-        if shared > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared:
-            function.max_dynamic_shared_size_bytes = shared
-        return function
+        with self._compile_lock:
+            if expression not in self._kernels:
+                module = cupy.RawModule(
+                    code=_source(source),
+                    options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
+                    name_expressions=[expression],
+                )
+                self._kernels[expression] = module.get_function(expression)
+            function = self._kernels[expression]
+            if shared > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared:
+                function.max_dynamic_shared_size_bytes = shared
+            return function
 
     def _device_blocks(self, blocks):
+        """The warp blocks on the device, laid out there (layout.cu) from the resident residues."""
         key = id(blocks)
-        if key not in self._resident or self._resident[key][0] is not blocks:
-            self._resident[key] = (blocks, {
-                "data": cupy.asarray(blocks.data),
-                "block_start": cupy.asarray(blocks.block_start.astype(np.int64)),
-                "heights": cupy.asarray(blocks.heights.astype(np.int32)),
-                "column_start": cupy.asarray(blocks.column_start.astype(np.int32)),
-                "column_sequences": cupy.asarray(blocks.column_sequences.astype(np.int32)),
-            })
-        return self._resident[key][1]
+        with self._resident_lock:
+            if key in self._resident and self._resident[key][0] is blocks:
+                return self._resident[key][1]
+            residues, offsets = blocks.source
+            members = blocks.column_sequences.astype(np.int64)
+            block_start = cupy.asarray(blocks.block_start)
+            data = cupy.full(blocks.size, msv.PAD_CODE, dtype=np.uint8)
+            if len(members):
+                self._compiled("layout.cu", "gpuhmm::warp_block_layout")(
+                    (len(members),), (LAYOUT_THREADS,),
+                    (self.resident(residues), cupy.asarray(offsets[members]),
+                     cupy.asarray((offsets[members + 1] - offsets[members]).astype(np.int32)),
+                     cupy.asarray(blocks.sequence_column), cupy.asarray(blocks.sequence_row), block_start,
+                     np.int32(blocks.S), data))
+            arrays = {
+                "data": data,
+                "block_start": block_start,
+                "heights": cupy.asarray(blocks.heights),
+                "column_start": cupy.asarray(blocks.column_start),
+                "column_sequences": cupy.asarray(blocks.column_sequences),
+            }
+            cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use them
+            self._resident[key] = (blocks, arrays)
+            return arrays
 
     def _tables(self, choice, models):
         """Host side of a warp-block launch, built before taking the device."""
@@ -176,24 +210,25 @@ class GpuEngine:
         Returns the host output, uint8 bests (SSV) or int16 xJ (MSV), (models, sequences).
         """
         tables = self._tables(choice, models)
-        with self._device():
+        with self._stream():
             call, out = self._prepare(choice, blocks, tables, tjb, sequences)
             call()
             return cupy.asnumpy(out)
 
     def time_launch(self, choice, blocks, models, tjb, sequences, repeats=3):
         """Median kernel time in seconds over `repeats` launches, after one warm-up."""
-        call, _ = self._prepare(choice, blocks, self._tables(choice, models), tjb, sequences)
-        call()
-        times = []
-        for _ in range(repeats):
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
+        with self._stream():
+            call, _ = self._prepare(choice, blocks, self._tables(choice, models), tjb, sequences)
             call()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1000.0)
-        return float(np.median(times))
+            times = []
+            for _ in range(repeats):
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record()
+                call()
+                stop.record()
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop) / 1000.0)
+            return float(np.median(times))
 
     def f1_sieve(self, groups, shard):
         """SSV over the warp blocks, then the F1 decision beside its output (f1.cu), for `groups`
@@ -209,7 +244,7 @@ class GpuEngine:
             host.append((choice, blocks, self._tables(choice, models), parameters))
         sequences = shard.sequences
         rows = sum(len(parameters) for *_, parameters in host)
-        with self._device():
+        with self._stream():
             outcome = cupy.empty((rows, sequences), dtype=np.uint8)
             scores = cupy.empty((rows, sequences), dtype=np.float32)
             terms = (self.resident(shard.tjb), self.resident(shard.null1), self.resident(shard.msv_sequences[2]))
@@ -239,7 +274,7 @@ class GpuEngine:
                 parameters[field] = [getattr(m, field) for m in models]
             parameters["offset"] = np.concatenate([[0], np.cumsum([g.size for g in gains])[:-1]])
             host.append((np.concatenate([g.reshape(-1) for g in gains]), parameters))
-        with self._device():
+        with self._stream():
             prepared = []
             for ((H, cta_warps), _, sequences, batch), (gains, parameters) in zip(launches, host):
                 x_j = cupy.zeros(len(batch.pair_sequence), dtype=np.int16)
@@ -247,7 +282,7 @@ class GpuEngine:
                     *self._pair_list(sequences, batch), cupy.asarray(gains),
                     cupy.asarray(parameters.view(np.uint8)), x_j,
                 )
-                kernel = self._compiled("msvpairs.cu", f"gpuhmm::msv_pairs<{H}, {cta_warps}>")
+                kernel = self._msv_pairs_kernel((H, cta_warps))
                 prepared.append(((kernel, len(batch.chunk_model), cta_warps, arguments, 0), x_j))
             _side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
@@ -261,9 +296,12 @@ class GpuEngine:
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
         key = id(array)
-        if key not in self._resident or self._resident[key][0] is not array:
-            self._resident[key] = (array, cupy.asarray(array))
-        return self._resident[key][1]
+        with self._resident_lock:
+            if key not in self._resident or self._resident[key][0] is not array:
+                copy = cupy.asarray(array)
+                cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use it
+                self._resident[key] = (array, copy)
+            return self._resident[key][1]
 
     def _pair_list(self, sequences, batch):
         """The arguments every pair-list kernel (pairs.cuh) starts with: the resident sequences,
@@ -287,7 +325,7 @@ class GpuEngine:
             offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])[:-1]]).astype(np.int64)
             parameters = np.array([vitlayout.kernel_parameters(profile).as_row() for profile in profiles], dtype=np.int32)
             host.append((choice, sequences, batch, np.concatenate(blobs), offsets, parameters))
-        with self._device():
+        with self._stream():
             prepared = []
             for choice, sequences, batch, blobs, offsets, parameters in host:
                 pairs = len(batch.pair_sequence)
@@ -317,7 +355,7 @@ class GpuEngine:
             parameters["offset"] = np.concatenate([[0], np.cumsum([blob.size for blob in blobs])[:-1]])
             blob = np.concatenate([b.reshape(-1) for b in blobs])
             host.append((choice, sequences, batch, blob, parameters))
-        with self._device():
+        with self._stream():
             prepared = []
             for choice, sequences, batch, blob, parameters in host:
                 scores = cupy.zeros(len(batch.pair_sequence), dtype=np.float64)
@@ -325,7 +363,7 @@ class GpuEngine:
                     *self._pair_list(sequences, batch), cupy.asarray(blob),
                     cupy.asarray(parameters.view(np.uint8)), scores,
                 )
-                kernel = self._compiled("fwd.cu", f"gpuhmm::forward_filter<{choice.cta_warps}>", choice.shared_bytes)
+                kernel = self._forward_kernel(choice)
                 prepared.append(((kernel, len(batch.chunk_model), choice.cta_warps, arguments, choice.shared_bytes), scores))
             _side_by_side([launch for launch, _ in prepared], timing)
             return [cupy.asnumpy(scores) for _, scores in prepared]
@@ -334,15 +372,12 @@ class GpuEngine:
         """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
         uncertain ones to be rescored on the host (biasfilter.resolve_uncertain).
         `sequences` is (residues, offsets), kept resident."""
-        with self._device():
+        with self._stream():
             pairs = len(pair_model)
             if not pairs:
                 return np.zeros(0, np.float32), np.zeros(0, bool)
             residues, offsets = sequences
-            key = ("bias terms", id(offsets))
-            if key not in self._resident or self._resident[key][0] is not offsets:
-                terms = biasfilter.length_terms(np.diff(offsets))
-                self._resident[key] = (offsets, [cupy.asarray(t) for t in terms])
+            terms = self._bias_terms(offsets)
             odds, leave1, stay1 = biasfilter.model_terms(profiles, background_frequencies)
             scores = cupy.zeros(pairs, dtype=np.float32)
             uncertain = cupy.zeros(pairs, dtype=np.uint8)
@@ -351,25 +386,37 @@ class GpuEngine:
                 (-(-pairs // BIAS_CTA_THREADS),), (BIAS_CTA_THREADS,),
                 (self.resident(residues), self.resident(offsets), cupy.asarray(pair_model.astype(np.int32)),
                  cupy.asarray(pair_sequence.astype(np.int32)), np.int32(pairs), cupy.asarray(odds), cupy.asarray(leave1),
-                 cupy.asarray(stay1), *self._resident[key][1], scores, uncertain),
+                 cupy.asarray(stay1), *terms, scores, uncertain),
             )
             return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)
+
+
+    def _bias_terms(self, offsets):
+        """The bias filter's per-length terms of a resident shard, on the device."""
+        key = ("bias terms", id(offsets))
+        with self._resident_lock:
+            if key not in self._resident or self._resident[key][0] is not offsets:
+                terms = [cupy.asarray(t) for t in biasfilter.length_terms(np.diff(offsets))]
+                cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use them
+                self._resident[key] = (offsets, terms)
+            return self._resident[key][1]
 
 
 def _side_by_side(launches, timing):
     """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes), each on
     its own stream, so one launch's last long sequences overlap the others' work; with `timing`
-    (a list), appends the seconds they took together."""
-    cupy.cuda.Device().synchronize()
-    started = time.perf_counter()
-    streams = []
+    (a list), appends the seconds from the first start to the last finish on the device (other
+    threads' kernels running meanwhile included)."""
+    ready = cupy.cuda.get_current_stream().record()  # the arguments are on the device
+    finished = []
     for kernel, chunks, cta_warps, arguments, shared in launches:
         if chunks:
             stream = cupy.cuda.Stream(non_blocking=True)
-            streams.append(stream)
+            stream.wait_event(ready)
             with stream:
                 kernel((chunks,), (cta_warps * 32,), arguments, shared_mem=shared)
-    for stream in streams:
-        stream.synchronize()
-    if timing is not None:
-        timing.append(time.perf_counter() - started)
+            finished.append(stream.record())
+    for event in finished:
+        event.synchronize()
+    if timing is not None and finished:
+        timing.append(max(cupy.cuda.get_elapsed_time(ready, event) for event in finished) / 1000.0)

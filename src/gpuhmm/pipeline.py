@@ -15,16 +15,18 @@ module free of Dask.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 
 import numpy as np
-import pyhmmer.easel
 import pyhmmer.plan7
 
 from . import _tophits, fwdfilter, msv, prefilter, vitfilter
 from .errors import GpuhmmError
 from .models import balance_by_length, guided_groups
+
+log = logging.getLogger("gpuhmm")
 
 @dataclasses.dataclass(frozen=True)
 class SearchTask:
@@ -143,10 +145,12 @@ def run_task(work):
             found = pipeline.search_hmm(model, shard.block)
         else:
             survivors, known, uncounted = filtered[index]
-            started_tail = time.perf_counter()
+            started_tail, started_cpu = time.perf_counter(), time.thread_time()
             found = _tophits.counting_whole_shard(
                 pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, known, uncounted)
             stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
+            # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
+            stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
         model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
         hits.append(model_hits)
@@ -176,28 +180,45 @@ class _ResidentShard:
 
     File order matters: see `_tophits`. `file_position` finds a hit's sequence by name and
     length; where a shard holds several such sequences it takes the first, the rule that
-    keeps a hit whenever any of them would. For the GPU backend the shard also keeps its
-    residues laid out for the filter kernels, built on first use.
+    keeps a hit whenever any of them would. The pyhmmer block of the whole shard (for the CPU
+    backend) and the name index are built on first use: the GPU backend gives pyhmmer only
+    each model's survivors, so its first kernels need not wait for them. For the GPU backend
+    the shard also keeps its residues laid out for the filter kernels, built on first use.
     """
 
     def __init__(self, shard, alphabet):
-        order = np.argsort(shard.source_index, kind="stable")
         self._shard = shard
         self._alphabet = alphabet
-        self._block_position = np.empty(len(order), dtype=np.int64)
-        self._block_position[order] = np.arange(len(order))
-        self.block = shard.to_block(alphabet, order)
-        self.sequences = len(order)
+        self._file_order = np.argsort(shard.source_index, kind="stable")
+        self._block_position = np.empty(len(self._file_order), dtype=np.int64)
+        self._block_position[self._file_order] = np.arange(len(self._file_order))
+        self.sequences = len(self._file_order)
         self.residues = int(shard.offsets[-1])
         self._filter_shard = None
         self._filter_lock = threading.Lock()
-        lengths = shard.lengths
-        self._positions = {}
-        for index in order.tolist():
-            key = (shard.names[index], int(lengths[index]))
-            self._positions.setdefault(key, int(shard.source_index[index]) + 1)
+        self._block = None
+        self._positions = None
+        self._lazy_lock = threading.Lock()
+
+    @property
+    def block(self):
+        with self._lazy_lock:
+            if self._block is None:
+                self._block = self._shard.to_block(self._alphabet, self._file_order)
+            return self._block
+
+    def subset(self, positions):
+        """The sequences at block `positions` (ascending: file order) as a pyhmmer block."""
+        return self._shard.to_block(self._alphabet, self._file_order[positions])
 
     def file_position(self, hit):
+        with self._lazy_lock:
+            if self._positions is None:
+                self._positions = {}
+                names, lengths = self._shard.names, self._shard.lengths.tolist()
+                source_index = self._shard.source_index.tolist()
+                for index in self._file_order.tolist():
+                    self._positions.setdefault((names[index], lengths[index]), source_index[index] + 1)
         return self._positions[(hit.name, hit.length)]
 
     def filter(self, models, arguments, timings):
@@ -213,11 +234,9 @@ class _ResidentShard:
         with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
-        engine.take_held_seconds()
         results = prefilter.filter_stages(
             engine, msv_models, profiles, forward_profiles, background.residue_frequencies, self._filter_shard,
             arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
-        timings["device_held"] = timings.get("device_held", 0.0) + engine.take_held_seconds()
         return [
             (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
              {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())},
@@ -225,12 +244,26 @@ class _ResidentShard:
             for r in results
         ]
 
-    def subset(self, positions):
-        return pyhmmer.easel.DigitalSequenceBlock(self._alphabet, [self.block[i] for i in positions.tolist()])
-
 
 _gpu_lock = threading.Lock()
 _gpu = []
+
+
+def start_loading_kernels(models, backend):
+    """On the GPU backend, load the kernels the models need in a background thread, so that
+    reading the database overlaps it. For this process's workers only: a cluster's workers
+    load their own."""
+    if backend != "gpu":
+        return
+    lengths = [model.M for model in models]
+
+    def load():
+        try:
+            _gpu_engine().preload(lengths)
+        except Exception as error:  # the task that needs the kernel raises it in full
+            log.debug("loading kernels ahead failed: %s", error)
+
+    threading.Thread(target=load, name="gpuhmm-kernel-load", daemon=True).start()
 
 
 def _gpu_engine():

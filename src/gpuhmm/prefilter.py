@@ -114,9 +114,6 @@ class ReferenceEngine:
     def warps(self, warps_per_sm):
         return self._warps
 
-    def take_held_seconds(self):
-        return 0.0  # no device to hold
-
     def _tables(self, choice, model):
         values, fill = cost_rows(model, choice.arithmetic)
         return stripe_table(values, choice.striping, fill)

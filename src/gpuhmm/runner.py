@@ -52,10 +52,12 @@ def hmmsearch(
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+        if executor.scheduler is None:
+            pipeline.start_loading_kernels(hmms, backend)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
-        database = _open_database(sequences, hmms, db_shards, cleanup)
+        database = _open_database(sequences, hmms, db_shards, cleanup, in_process=executor.scheduler is None)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
 
         if model_shards is not None:
@@ -154,8 +156,9 @@ def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfa
     return merged
 
 
-def _open_database(sequences, hmms, db_shards, cleanup):
-    """A makedb directory as it is, or a FASTA file sharded into a temporary database."""
+def _open_database(sequences, hmms, db_shards, cleanup, in_process):
+    """A makedb directory as it is, or a FASTA file sharded: in memory for workers in this
+    process, into a temporary database for a cluster's."""
     wanted = seqdb.alphabet_name(hmms[0].alphabet) if hmms else None
     path = Path(sequences)
     if path.is_dir() or path.name == seqdb.MANIFEST:
@@ -166,6 +169,8 @@ def _open_database(sequences, hmms, db_shards, cleanup):
     guessed = seqdb.guess_alphabet(path)
     if wanted and guessed and guessed != wanted:
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
+    if in_process:
+        return seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
     return seqdb.makedb(path, workdir, db_shards, alphabet=wanted or guessed)
 

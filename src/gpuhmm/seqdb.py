@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ class ShardInfo:
     sequences: int
     residues: int
     max_length: int
-    sha256: str
+    sha256: str  # of the shard file; for a database held in memory, a token unique to it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +96,8 @@ class SequenceDatabase:
     residues: int
     max_length: int
     shards: tuple
+    # The shards themselves, for a database held in this process's memory (makedb without outdir).
+    in_memory: tuple = dataclasses.field(default=(), repr=False, compare=False)
 
     @property
     def alphabet(self):
@@ -123,6 +126,8 @@ class SequenceDatabase:
             raise GpuhmmError(manifest_path, f"damaged database manifest ({error})") from None
 
     def load_shard(self, index):
+        if self.in_memory:
+            return self.in_memory[index]
         info = self.shards[index]
         shard_path = self.path / info.file
         try:
@@ -137,20 +142,30 @@ class SequenceDatabase:
 def makedb(fasta, outdir, shards=1, alphabet=None):
     """Parse `fasta` (plain or gzip) with Easel and write a sharded database to `outdir`.
 
-    `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file.
+    `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file. With `outdir`
+    None nothing is written: the database lives in this process's memory, for a search whose
+    workers share the process.
     Returns the opened `SequenceDatabase`.
     """
-    fasta, outdir = Path(fasta), Path(outdir)
+    fasta = Path(fasta)
     if shards < 1:
         raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
     records, alphabet = _read_fasta(fasta, alphabet)
-    shard_records = _balance_by_residues(records, shards)
+    shard_records = [_longest_first(members) for members in _balance_by_residues(records, shards)]
+    if outdir is None:
+        held = [_shard_in_memory(members) for members in shard_records]
+        token = uuid.uuid4().hex
+        infos = [_shard_info(f"shard-{index:04d}", shard.offsets, f"in-memory:{token}:{index}")
+                 for index, shard in enumerate(held)]
+        return SequenceDatabase(
+            path=fasta.absolute(), alphabet_name=alphabet_name(alphabet), sequences=len(records),
+            residues=sum(info.residues for info in infos), max_length=max(info.max_length for info in infos),
+            shards=tuple(infos), in_memory=tuple(held),
+        )
+    outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / MANIFEST).unlink(missing_ok=True)
-    infos = []
-    for index, members in enumerate(shard_records):
-        members.sort(key=lambda record: (-len(record[2]), record[0]))
-        infos.append(_write_shard(outdir / f"shard-{index:04d}.npz", members))
+    infos = [_write_shard(outdir / f"shard-{index:04d}.npz", members) for index, members in enumerate(shard_records)]
     manifest = {
         "format": FORMAT,
         "alphabet": alphabet_name(alphabet),
@@ -249,6 +264,8 @@ def _balance_by_residues(records, shards):
 
     Streaming-friendly, and within one sequence length of the ideal balance.
     """
+    if shards == 1:
+        return [records]
     load = [0] * shards
     members = [[] for _ in range(shards)]
     for record in records:
@@ -258,15 +275,40 @@ def _balance_by_residues(records, shards):
     return members
 
 
-def _write_shard(path, members):
+def _longest_first(members):
+    """Records longest first, ties in file order (records come in file order)."""
+    lengths = np.fromiter((len(residues) for _, _, residues, _ in members), dtype=np.int64, count=len(members))
+    return [members[i] for i in np.argsort(-lengths, kind="stable").tolist()]
+
+
+def _offsets(members):
     lengths = np.array([len(residues) for _, _, residues, _ in members], dtype=np.int64)
     offsets = np.zeros(len(members) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _residues(members):
+    return (np.concatenate([residues for _, _, residues, _ in members], dtype=np.uint8, casting="no")
+            if members else np.zeros(0, np.uint8))
+
+
+def _shard_in_memory(members):
+    """A shard from (position, name, residues, description) records in shard order."""
+    return SequenceShard(
+        residues=_residues(members), offsets=_offsets(members), names=[name for _, name, _, _ in members],
+        descriptions=[description for *_, description in members],
+        source_index=np.array([position for position, *_ in members], dtype=np.int64),
+    )
+
+
+def _shard_arrays(members):
+    """A shard's columnar arrays, as its file stores them, from records in shard order."""
+    offsets = _offsets(members)
     names, name_offsets = _pack([name.encode() for _, name, _, _ in members])
     descriptions, description_offsets = _pack([description.encode() for *_, description in members])
-    arrays = dict(
-        residues=np.concatenate([residues for _, _, residues, _ in members], dtype=np.uint8, casting="no")
-        if members else np.zeros(0, np.uint8),
+    return dict(
+        residues=_residues(members),
         offsets=offsets,
         names=names,
         name_offsets=name_offsets,
@@ -274,29 +316,37 @@ def _write_shard(path, members):
         description_offsets=description_offsets,
         source_index=np.array([position for position, *_ in members], dtype=np.int64),
     )
+
+
+def _shard_info(file, offsets, sha256):
+    lengths = np.diff(offsets)
+    return ShardInfo(file=file, sequences=len(lengths), residues=int(lengths.sum()),
+                     max_length=int(lengths.max(initial=0)), sha256=sha256)
+
+
+def _write_shard(path, members):
+    arrays = _shard_arrays(members)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     data = buffer.getvalue()
     with atomic_outputs(path) as (temporary,):
         temporary.write_bytes(data)
-    return ShardInfo(
-        file=path.name,
-        sequences=len(members),
-        residues=int(lengths.sum()),
-        max_length=int(lengths.max(initial=0)),
-        sha256=hashlib.sha256(data).hexdigest(),
-    )
+    return _shard_info(path.name, arrays["offsets"], hashlib.sha256(data).hexdigest())
 
 
 def _decode_shard(data):
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-        return SequenceShard(
-            residues=arrays["residues"],
-            offsets=arrays["offsets"],
-            names=_unpack(arrays["names"], arrays["name_offsets"]),
-            descriptions=_unpack(arrays["descriptions"], arrays["description_offsets"]),
-            source_index=arrays["source_index"],
-        )
+        return _decoded(arrays)
+
+
+def _decoded(arrays):
+    return SequenceShard(
+        residues=arrays["residues"],
+        offsets=arrays["offsets"],
+        names=_unpack(arrays["names"], arrays["name_offsets"]),
+        descriptions=_unpack(arrays["descriptions"], arrays["description_offsets"]),
+        source_index=arrays["source_index"],
+    )
 
 
 def _pack(strings):

@@ -25,6 +25,7 @@ words that do not fill a chunk follow in 4-byte units, so H need only fill whole
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -33,17 +34,24 @@ from .msv import END_CODE, PAD_CODE, TABLE_ROWS
 ROW_BYTES = 128
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class WarpBlocks:
-    """A database shard laid out for warps that align `S` sequences each."""
+    """A database shard laid out for warps that align `S` sequences each.
+
+    The layout is described by per-warp and per-column arrays; its bytes are written where they
+    are read: on the device by kernels/layout.cu from the resident residues, or on the host by
+    `data` (the numpy reference).
+    """
 
     S: int
-    data: np.ndarray  # uint8, all warps' blocks end to end
     block_start: np.ndarray  # int64 per warp: byte offset of its block
     heights: np.ndarray  # int32 per warp: residue rows
     column_start: np.ndarray  # int32 per column (warp·S + c): first entry in `column_sequences`
     column_sequences: np.ndarray  # int32: sequence indices, column by column, in row order
+    sequence_row: np.ndarray  # int64 per entry of `column_sequences`: its first row in its column
+    size: int  # bytes of all warps' blocks end to end
     residues: int
+    source: tuple  # (residues, offsets) of the shard the blocks lay out
 
     @property
     def warps(self):
@@ -58,6 +66,29 @@ class WarpBlocks:
     def balance(self):
         """Tallest warp block over the mean height: 1.0 is a perfect balance."""
         return float(self.heights.max() / max(1e-9, self.heights.mean())) if self.warps else 1.0
+
+    @property
+    def sequence_column(self):
+        """The column (warp·S + c) of each entry of `column_sequences`."""
+        return np.repeat(np.arange(len(self.column_start) - 1, dtype=np.int32), np.diff(self.column_start))
+
+    @functools.cached_property
+    def data(self):
+        """The layout's bytes on the host: what kernels/layout.cu writes on the device."""
+        residues, offsets = self.source
+        members = self.column_sequences.astype(np.int64)
+        lengths = offsets[members + 1] - offsets[members]
+        rows = lengths + 1  # the sequence and its END
+        entry = np.repeat(np.arange(len(members)), rows)
+        r = np.arange(int(rows.sum())) - np.repeat(np.cumsum(rows) - rows, rows)
+        warp, c = np.divmod(self.sequence_column.astype(np.int64)[entry], self.S)
+        row = self.sequence_row[entry] + r
+        per_row = ROW_BYTES // self.S
+        at = self.block_start[warp] + (row // per_row) * ROW_BYTES + c * per_row + row % per_row
+        inside = r < lengths[entry]
+        data = np.full(self.size, PAD_CODE, dtype=np.uint8)
+        data[at] = np.where(inside, residues[np.where(inside, offsets[members][entry] + r, 0)], END_CODE)
+        return data
 
 
 def build_warp_blocks(residues, offsets, S, warps):
@@ -79,33 +110,22 @@ def build_warp_blocks(residues, offsets, S, warps):
     member_column = column[by_column]
     rows = lengths[members] + 1  # the sequence and its END
     column_start = np.searchsorted(member_column, np.arange(columns + 1))
+    ahead = np.cumsum(rows) - rows  # rows of the columns' text before each sequence
+    sequence_row = ahead - ahead[column_start[member_column]]
     heights_by_column = np.bincount(member_column, weights=rows, minlength=columns).astype(np.int64)
     heights = -(-heights_by_column.reshape(warps, S).max(axis=1) // 4) * 4
     per_row = ROW_BYTES // S
     block_bytes = -(-heights // per_row) * ROW_BYTES
     block_start = np.concatenate([[0], np.cumsum(block_bytes)])
-    data = np.full(int(block_start[-1]), PAD_CODE, dtype=np.uint8)
-    # Every column's text (its sequences, each followed by END) end to end, in column order.
-    end = np.array([END_CODE], dtype=np.uint8)
-    pieces = []
-    for index in members.tolist():
-        pieces += (residues[offsets[index]:offsets[index + 1]], end)
-    text = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
-    text_start = np.concatenate([[0], np.cumsum(heights_by_column)])
-    for warp in range(warps):
-        height = -(-int(heights[warp]) // per_row) * per_row
-        block = np.full((S, height), PAD_CODE, dtype=np.uint8)
-        for c in range(S):
-            span = text[text_start[warp * S + c]:text_start[warp * S + c + 1]]
-            block[c, : len(span)] = span
-        # Row r of column c lives at (r // R)·128 + c·R + r % R: R-residue slices, interleaved.
-        data[block_start[warp]:block_start[warp + 1]] = block.reshape(S, -1, per_row).transpose(1, 0, 2).reshape(-1)
     return WarpBlocks(
-        S=S, data=data, block_start=block_start[:-1].astype(np.int64),
+        S=S, block_start=block_start[:-1].astype(np.int64),
         heights=heights.astype(np.int32),
         column_start=column_start.astype(np.int32),
         column_sequences=members.astype(np.int32),
+        sequence_row=sequence_row.astype(np.int64),
+        size=int(block_start[-1]),
         residues=int(lengths.sum()),
+        source=(residues, offsets),
     )
 
 
