@@ -82,6 +82,7 @@ class GpuEngine:
         # so one thread's transfers, waits and host work overlap the others' kernels; the
         # locks guard only the shared caches (compiled kernels, resident arrays).
         self._compile_lock = threading.Lock()
+        self._kernel_locks = {}
         self._resident_lock = threading.RLock()
         self._thread = threading.local()
 
@@ -122,6 +123,10 @@ class GpuEngine:
         lengths runs, before its first tasks need them. Vit32, which runs only the pairs Vit16
         cannot vouch for, is left to load on first use."""
         cc = self.compute_capability
+        # CuPy builds its own kernels (comparisons, nonzero, gather) on first use, under the
+        # import lock: build them here rather than in every worker thread's first call at once.
+        probe = cupy.zeros(64, dtype=np.uint8)
+        cupy.asnumpy(cupy.zeros(64, dtype=np.float32)[cupy.flatnonzero(probe == 1)])
         for source, expression in (("layout.cu", "gpuhmm::warp_block_layout"), ("f1.cu", f"gpuhmm::f1_decide<{F1_THREADS}>"),
                                    ("bias.cu", f"gpuhmm::bias_filter<{BIAS_CTA_THREADS}>")):
             self._compiled(source, expression)
@@ -134,8 +139,11 @@ class GpuEngine:
                     load(choice)
 
     def _compiled(self, source, expression, shared=0):
-        """One specialization of a kernel template, compiled once (CuPy caches it on disk)."""
+        """One specialization of a kernel template, compiled once (CuPy caches it on disk).
+        Threads compiling different specializations do not wait for each other."""
         with self._compile_lock:
+            lock = self._kernel_locks.setdefault(expression, threading.Lock())
+        with lock:
             if expression not in self._kernels:
                 module = cupy.RawModule(
                     code=_source(source),

@@ -170,7 +170,9 @@ def _open_database(sequences, hmms, db_shards, cleanup, in_process):
     if wanted and guessed and guessed != wanted:
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
     if in_process:
-        return seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
+        database = seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
+        cleanup.callback(seqdb.release, database)
+        return database
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
     return seqdb.makedb(path, workdir, db_shards, alphabet=wanted or guessed)
 

@@ -55,7 +55,7 @@ class ShardInfo:
     sequences: int
     residues: int
     max_length: int
-    sha256: str  # of the shard file; for a database held in memory, a token unique to it
+    sha256: str  # of the shard file; for a shard held in memory, IN_MEMORY + a token unique to it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +96,6 @@ class SequenceDatabase:
     residues: int
     max_length: int
     shards: tuple
-    # The shards themselves, for a database held in this process's memory (makedb without outdir).
-    in_memory: tuple = dataclasses.field(default=(), repr=False, compare=False)
 
     @property
     def alphabet(self):
@@ -126,9 +124,12 @@ class SequenceDatabase:
             raise GpuhmmError(manifest_path, f"damaged database manifest ({error})") from None
 
     def load_shard(self, index):
-        if self.in_memory:
-            return self.in_memory[index]
         info = self.shards[index]
+        if info.sha256.startswith(IN_MEMORY):
+            if info.sha256 not in _held:
+                raise GpuhmmError(self.path, "read into another process's memory, or released; a cluster's "
+                                             "workers need a database built by `gpuhmm makedb`")
+            return _held[info.sha256]
         shard_path = self.path / info.file
         try:
             data = shard_path.read_bytes()
@@ -153,14 +154,16 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
     records, alphabet = _read_fasta(fasta, alphabet)
     shard_records = [_longest_first(members) for members in _balance_by_residues(records, shards)]
     if outdir is None:
-        held = [_shard_in_memory(members) for members in shard_records]
         token = uuid.uuid4().hex
-        infos = [_shard_info(f"shard-{index:04d}", shard.offsets, f"in-memory:{token}:{index}")
-                 for index, shard in enumerate(held)]
+        infos = []
+        for index, members in enumerate(shard_records):
+            shard = _shard_in_memory(members)
+            infos.append(_shard_info(f"shard-{index:04d}", shard.offsets, f"{IN_MEMORY}{token}:{index}"))
+            _held[infos[-1].sha256] = shard
         return SequenceDatabase(
             path=fasta.absolute(), alphabet_name=alphabet_name(alphabet), sequences=len(records),
             residues=sum(info.residues for info in infos), max_length=max(info.max_length for info in infos),
-            shards=tuple(infos), in_memory=tuple(held),
+            shards=tuple(infos),
         )
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -179,6 +182,18 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
     with atomic_outputs(outdir / MANIFEST) as (temporary,):
         temporary.write_text(json.dumps(manifest, indent=1))
     return SequenceDatabase.open(outdir)
+
+
+def release(database):
+    """Free the shards of a database held in memory (makedb without outdir)."""
+    for info in database.shards:
+        _held.pop(info.sha256, None)
+
+
+#: Shards of databases held in memory, by their token. The database object stays small: task
+#: arguments are serialized even for workers in this process.
+IN_MEMORY = "in-memory:"
+_held = {}
 
 
 def guess_alphabet(fasta):
