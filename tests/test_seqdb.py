@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 
 import numpy as np
 import pyhmmer
 import pytest
 
 from conftest import DATA
-from gpuhmm import GpuhmmError, makedb
+from gpuhmm import GpuhmmError, makedb, seqdb
 from gpuhmm.seqdb import SequenceDatabase
 
 PROTEINS = DATA / "proteins.faa"
@@ -36,6 +37,21 @@ def test_shards_hold_exactly_what_easel_reads(tmp_path, shards):
     database = makedb(PROTEINS, tmp_path / "db", shards)
     assert _database_records(database) == _easel_records(PROTEINS)
     assert database.sequences == len(_easel_records(PROTEINS))
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_database_held_in_memory_equals_its_files(tmp_path, shards):
+    on_disk = makedb(PROTEINS, tmp_path / "db", shards)
+    in_memory = makedb(PROTEINS, None, shards)
+    assert _database_records(in_memory) == _database_records(on_disk)
+    for index in range(shards):
+        held, stored = in_memory.load_shard(index), on_disk.load_shard(index)
+        assert np.array_equal(held.offsets, stored.offsets) and np.array_equal(held.source_index, stored.source_index)
+    assert [info.residues for info in in_memory.shards] == [info.residues for info in on_disk.shards]
+    assert len(pickle.dumps(in_memory)) < 10_000  # task arguments carry no residues
+    seqdb.release(in_memory)
+    with pytest.raises(GpuhmmError, match="another process's memory, or released"):
+        in_memory.load_shard(0)
 
 
 def test_edge_cases_survive_the_round_trip(tmp_path):

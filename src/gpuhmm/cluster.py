@@ -2,8 +2,9 @@
 
 A search runs its tasks on a Dask cluster: an existing scheduler (`--scheduler ADDRESS`, e.g.
 a `dask scheduler` with workers on many nodes) or, by default, a `LocalCluster` started here.
-pyhmmer releases the GIL, so the local CPU cluster is one in-process worker with one thread per
-core: tasks share the resident database shards and nothing is pickled.
+pyhmmer releases the GIL, so the local cluster is one in-process worker with one thread per
+core: tasks share the resident database shards. Task arguments are still serialized, so they
+stay small (a database is passed by reference to its files or to shards held in memory).
 """
 
 from __future__ import annotations

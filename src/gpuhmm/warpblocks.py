@@ -11,7 +11,9 @@ a multiple of 4. Column c of warp w, residue row r, lives at byte
     block_start[w] + (r // R) * 128 + c * R + r % R,       R = 128 / S,
 
 so one 128-byte row holds R consecutive residues of every column: a thread reads its column
-four residues at a time, and a warp's reads of a row coalesce into one transaction.
+four residues at a time, and a warp's reads of a row coalesce into one transaction. The host
+computes where each sequence goes; the GPU engine writes the bytes on the device
+(kernels/layout.cu), so a shard's layouts never cross the bus.
 
 Striped cost tables. A thread holds H words of W cells (W = 2 for 16-bit lanes, 4 for 8-bit).
 Lane z = w·L + t (subword w of thread t, L threads per sequence) holds nodes k = z·H + h + 1,
