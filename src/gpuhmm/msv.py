@@ -55,10 +55,13 @@ class MsvModel:
     lam: float  # MSV Gumbel slope (MLAMBDA), float32
 
     @classmethod
-    def from_hmm(cls, hmm, background):
-        profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
-        profile.configure(hmm, background, L=400)
-        optimized = profile.to_optimized()
+    def from_hmm(cls, hmm, background, optimized=None):
+        """From `hmm`, or from its OptimizedProfile as hmmsearch configures it (L = 400) where
+        the caller has one."""
+        if optimized is None:
+            profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
+            profile.configure(hmm, background, L=400)
+            optimized = profile.to_optimized()
         striped = np.asarray(optimized.rbv)
         quads = striped.shape[1] // 16
         nodes = np.arange(hmm.M)
@@ -71,9 +74,10 @@ class MsvModel:
         )
 
 
-def msv_models(hmms):
+def msv_models(hmms, optimized=None):
+    """Each model's MsvModel; `optimized`, where given, their configured OptimizedProfiles."""
     background = pyhmmer.plan7.Background(hmms[0].alphabet) if hmms else None
-    return [MsvModel.from_hmm(hmm, background) for hmm in hmms]
+    return [MsvModel.from_hmm(hmm, background, profile) for hmm, profile in zip(hmms, optimized or [None] * len(hmms))]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -227,8 +227,8 @@ class _ResidentShard:
         that pyhmmer will not see, to add to its count."""
         engine = _gpu_engine()
         background = pyhmmer.plan7.Background(self._alphabet)
-        msv_models = msv.msv_models(models)
         written = vitfilter.configured(models, background)
+        msv_models = msv.msv_models(models, [optimized for optimized, _ in written])
         profiles = vitfilter.viterbi_profiles(models, background, written)
         forward_profiles = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(models, written)]
         with self._filter_lock:
@@ -238,8 +238,7 @@ class _ResidentShard:
             engine, msv_models, profiles, forward_profiles, background.residue_frequencies, self._filter_shard,
             arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
         return [
-            (np.sort(self._block_position[np.flatnonzero(r.survivors)]),
-             {"n_past_msv": int(r.passed_msv.sum()), "n_past_bias": int(r.passed_bias.sum())},
+            (np.sort(self._block_position[r.survivors]), {"n_past_msv": r.passed_msv, "n_past_bias": r.passed_bias},
              {"n_past_vit": r.stopped_after_viterbi})
             for r in results
         ]

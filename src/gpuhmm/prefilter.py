@@ -233,6 +233,22 @@ def f1_filter(engine, models, shard, F1):
     return F1Pairs(pair_model[order], pair_sequence[order], scores[order], undecided_model, undecided_sequence)
 
 
+def _pairs_of(pair_model, member_lists, among=None):
+    """For each list of models: the positions of the pairs (of those `among`, a mask, if given)
+    whose model is in the list, ascending, and each one's model as a position in the list."""
+    group_of = np.full(int(pair_model.max(initial=-1)) + 1, -1, dtype=np.int64)
+    local_of = np.zeros(len(group_of), dtype=np.int64)
+    for group, members in enumerate(member_lists):
+        group_of[members] = group
+        local_of[members] = np.arange(len(members))
+    pair_group = group_of[pair_model]
+    if among is not None:
+        pair_group = np.where(among, pair_group, -1)
+    order = np.argsort(pair_group, kind="stable")
+    bounds = np.searchsorted(pair_group[order], np.arange(len(member_lists) + 1))
+    return [(order[a:b], local_of[pair_model[order[a:b]]]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 #: Residues per warp group in one chunk: enough to amortize loading a model's table into a CTA.
 CHUNK_RESIDUES_PER_GROUP = 4000
 
@@ -249,15 +265,12 @@ def msv_pair_filter(engine, models, shard, pair_model, pair_sequence):
         else:
             groups.setdefault(choice, []).append(m)
     launches, selections = [], []
-    for choice, members in groups.items():
-        selected = np.flatnonzero(np.isin(pair_model, members))
-        local = np.searchsorted(members, pair_model[selected])
-        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, choice[1] * CHUNK_RESIDUES_PER_GROUP)
+    (*by_group, (selected, local)) = _pairs_of(pair_model, [*groups.values(), too_long])
+    for (choice, members), (chosen, chosen_local) in zip(groups.items(), by_group):
+        batch = vitlayout.pair_batch(chosen_local, pair_sequence[chosen], shard.lengths, choice[1] * CHUNK_RESIDUES_PER_GROUP)
         launches.append((choice, [models[m] for m in members], shard.msv_sequences, batch))
-        selections.append(selected)
+        selections.append(chosen)
     if too_long:
-        selected = np.flatnonzero(np.isin(pair_model, too_long))
-        local = np.searchsorted(too_long, pair_model[selected])
         batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, CHUNK_RESIDUES_PER_GROUP)
         (found,) = ReferenceEngine().msv_pairs([(None, [models[m] for m in too_long], shard.msv_sequences, batch)])
         x_j[selected[batch.pair_order]] = found
@@ -277,6 +290,8 @@ def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
     pair_sequence = np.asarray(pair_sequence, dtype=np.int64)
     scores = np.full(len(pair_model), np.nan, dtype=np.float32)
     pending = np.ones(len(pair_model), dtype=bool)
+    base_w = np.array([profile.base_w for profile in profiles], dtype=np.float32)
+    scale_w = np.array([profile.scale_w for profile in profiles], dtype=np.float32)
     for arithmetic in ("vit16", "vit32"):
         groups = {}
         for m in np.unique(pair_model[pending]).tolist():
@@ -286,23 +301,18 @@ def viterbi_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
             if choice is not None:
                 groups.setdefault(choice, []).append(m)
         launches, selections = [], []
-        for choice, members in groups.items():
-            selected = np.flatnonzero(pending & np.isin(pair_model, members))
-            local = np.searchsorted(members, pair_model[selected])
+        for (choice, members), (selected, local) in zip(groups.items(), _pairs_of(pair_model, list(groups.values()), pending)):
             sequences = shard.viterbi_sequences(profiles[members[0]])
             residues = choice.cta_warps * choice.striping.S * CHUNK_RESIDUES_PER_GROUP
             batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, residues)
             launches.append((choice, [profiles[m] for m in members], sequences, batch))
-            selections.append((selected, local, members))
-        for (choice, _, sequences, batch), (selected, local, members), (xc, status) in zip(
-                launches, selections, engine.viterbi(launches, timing)):
+            selections.append(selected)
+        for (_, _, sequences, batch), selected, (xc, status) in zip(launches, selections, engine.viterbi(launches, timing)):
             pairs = selected[batch.pair_order]
             done = status != vitlayout.NEEDS_EXACT
-            model_of = local[batch.pair_order]
-            for i, m in enumerate(members):
-                mine = done & (model_of == i)
-                scores[pairs[mine]] = vitlayout.scores_from_xc(
-                    profiles[m], xc[mine], sequences[3][batch.pair_sequence[mine]], status[mine])
+            model_of = pair_model[pairs[done]]
+            scores[pairs[done]] = vitlayout.scores_from_xc(
+                base_w[model_of], scale_w[model_of], xc[done], sequences[3][batch.pair_sequence[done]], status[done])
             pending[pairs[done]] = False
     return scores
 
@@ -319,9 +329,7 @@ def forward_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
         if choice is not None:
             groups.setdefault(choice, []).append(m)
     launches, selections = [], []
-    for choice, members in groups.items():
-        selected = np.flatnonzero(np.isin(pair_model, members))
-        local = np.searchsorted(members, pair_model[selected])
+    for (choice, members), (selected, local) in zip(groups.items(), _pairs_of(pair_model, list(groups.values()))):
         batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths,
                                      choice.cta_warps * CHUNK_RESIDUES_PER_GROUP)
         launches.append((choice, [profiles[m] for m in members], shard.forward_sequences(profiles[members[0]]), batch))
@@ -335,9 +343,9 @@ def forward_filter(engine, profiles, shard, pair_model, pair_sequence, timing=No
 class FilterCounts:
     """One model's filter outcome on a shard: the sequences past each GPU stage."""
 
-    passed_msv: np.ndarray  # bool per sequence, exactly HMMER's
-    passed_bias: np.ndarray  # bool per sequence, exactly HMMER's
-    survivors: np.ndarray  # bool per sequence: a superset of HMMER's Forward passers
+    passed_msv: int  # exactly HMMER's count
+    passed_bias: int  # exactly HMMER's count
+    survivors: np.ndarray  # int64 sequence indices, ascending: a superset of HMMER's Forward passers
     # Sequences past HMMER's Viterbi filter that the Forward filter stopped: pyhmmer, which sees
     # only the survivors, leaves them out of its count past Viterbi.
     stopped_after_viterbi: int
@@ -398,13 +406,9 @@ def filter_stages(engine, models, profiles, forward_profiles, background_frequen
 
     results = []
     bounds = np.searchsorted(pair_model, np.arange(len(models) + 1))
-    for span in (slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])):  # pairs grouped by model
-        chosen = pair_sequence[span]
-        masks = []
-        for sequences in (chosen, chosen[stage.passed_bias[span]], chosen[survivors[span]]):
-            mask = np.zeros(shard.sequences, dtype=bool)
-            mask[sequences] = True
-            masks.append(mask)
-        stopped = int((stage.passed_viterbi[span] & ~survivors[span]).sum())
-        results.append(FilterCounts(*masks, stopped_after_viterbi=stopped))
+    for span in (slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])):  # pairs by model, then sequence
+        results.append(FilterCounts(
+            passed_msv=span.stop - span.start, passed_bias=int(stage.passed_bias[span].sum()),
+            survivors=pair_sequence[span][survivors[span]],
+            stopped_after_viterbi=int((stage.passed_viterbi[span] & ~survivors[span]).sum())))
     return results

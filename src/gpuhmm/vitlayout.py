@@ -160,10 +160,12 @@ def pair_batch(pair_model, pair_sequence, lengths, chunk_residues):
     )
 
 
-def scores_from_xc(profile, xc, moves, status):
+def scores_from_xc(base_w, scale_w, xc, moves, status):
     """`p7_ViterbiFilter`'s float steps: ((xC + move − base)/scale) − 3, in nats; +inf for an
-    overflow, −inf where C was never reached."""
-    nats = (xc.astype(np.float32) + moves.astype(np.float32) - np.float32(profile.base_w)) / np.float32(profile.scale_w)
+    overflow, −inf where C was never reached. `base_w` and `scale_w` are each pair's model's
+    (arrays) or one model's."""
+    base_w, scale_w = np.asarray(base_w, dtype=np.float32), np.asarray(scale_w, dtype=np.float32)
+    nats = (xc.astype(np.float32) + moves.astype(np.float32) - base_w) / scale_w
     scores = (nats.astype(np.float64) - 3.0).astype(np.float32)
     scores[xc <= NEG_INF_WORD] = -np.inf
     scores[status == OVERFLOW] = np.inf

@@ -214,12 +214,18 @@ def stripe_table(values, striping, fill):
         raise ValueError(f"model of {M} nodes does not fit {s.nodes} lanes×words")
     padded = np.full((rows, s.nodes), fill, dtype=values.dtype)
     padded[:, :M] = values
+    table = np.zeros((rows, s.row_bytes), dtype=np.uint8)
+    table[:, : s.nodes * s.cell_bytes] = np.ascontiguousarray(padded[:, _storage_order(s)]).view(np.uint8).reshape(rows, -1)
+    return table
+
+
+@functools.lru_cache(maxsize=None)
+def _storage_order(striping):
+    """The node index (0-based) of each table cell in storage order; the same for every model."""
+    s = striping
     t = np.arange(s.L)[None, :, None, None]
     w = np.arange(s.W)[None, None, None, :]
-    order = np.concatenate([((w * s.L + t) * s.H + h).reshape(-1) for h in table_words(s)])
-    table = np.zeros((rows, s.row_bytes), dtype=np.uint8)
-    table[:, : s.nodes * s.cell_bytes] = np.ascontiguousarray(padded[:, order]).view(np.uint8).reshape(rows, -1)
-    return table
+    return np.concatenate([((w * s.L + t) * s.H + h).reshape(-1) for h in table_words(s)])
 
 
 def cost_rows(model, arithmetic):
