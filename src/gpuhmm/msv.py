@@ -18,7 +18,6 @@ needs to match glibc's.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
@@ -204,7 +203,6 @@ def _float_of(ordered):
     return pattern.view(np.float32)
 
 
-@functools.lru_cache(maxsize=None)
 def pass_threshold(mu, lam, F):
     """The least float32 bit score b with P(b) ≤ F, P the survival function `p7_Pipeline`
     evaluates (`gumbel_pvalues`), found by bisection over the float32 values in order.
@@ -213,20 +211,26 @@ def pass_threshold(mu, lam, F):
     (tests/test_msv.py checks it over a window of float32 values on each side); computing the
     bit score is far cheaper than the double exp of every P-value.
     """
-    low, high = -(1 << 31) + (1 << 23), (1 << 31) - (1 << 23)  # the ranks of −inf and +inf
-    none = np.zeros(1, dtype=bool)
+    return pass_thresholds([mu], [lam], F)[0]
+
+
+def pass_thresholds(mu, lam, F):
+    """`pass_threshold` for many models at once: their (μ, λ) as sequences."""
+    mu, lam = np.asarray(mu, dtype=np.float64), np.asarray(lam, dtype=np.float64)
+    none = np.zeros(len(mu), dtype=bool)
 
     def passes(rank):
-        return _survival(_float_of([rank]), mu, lam, none)[0] <= F
+        return _survival(_float_of(rank), mu, lam, none) <= F
 
-    if passes(low):
-        return np.float32(-np.inf)
-    if not passes(high):
-        return np.float32(np.inf)
-    while high - low > 1:
+    low = np.full(len(mu), -(1 << 31) + (1 << 23), dtype=np.int64)  # the ranks of −inf and +inf
+    high = np.full(len(mu), (1 << 31) - (1 << 23), dtype=np.int64)
+    always, never = passes(low), ~passes(high)
+    while (high - low > 1).any():
         middle = (low + high) // 2
-        if passes(middle):
-            high = middle
-        else:
-            low = middle
-    return _float_of([high])[0]
+        moves_high = passes(middle)
+        high = np.where(moves_high, middle, high)
+        low = np.where(moves_high, low, middle)
+    thresholds = _float_of(high)
+    thresholds[always] = -np.inf
+    thresholds[never] = np.inf
+    return thresholds

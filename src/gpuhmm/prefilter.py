@@ -209,7 +209,7 @@ def f1_filter(engine, models, shard, F1):
     for model in models:
         if model.base + model.bias > 255:
             raise ValueError(f"model {model.name}: base + bias > 255, outside the 16-bit MSV proof")
-    thresholds = np.array([msv.pass_threshold(m.mu, m.lam, F1) for m in models], dtype=np.float32)
+    thresholds = msv.pass_thresholds([m.mu for m in models], [m.lam for m in models], F1)
     groups, order = [], []
     for choice, positions in _by_choice(models, "ssv", cc).items():
         blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["ssv"]["warps_per_sm"]))
