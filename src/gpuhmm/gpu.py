@@ -185,7 +185,7 @@ class GpuEngine:
             return arrays
 
     def _tables(self, choice, models):
-        """Host side of a warp-block launch, built before taking the device."""
+        """Host side of a warp-block launch: the models' striped tables and scalars."""
         s = choice.striping
         if s.shared_bytes > self.shared_memory_limit:
             raise ValueError(f"{choice}: table of {s.shared_bytes} bytes exceeds shared memory")

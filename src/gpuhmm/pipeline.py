@@ -266,8 +266,8 @@ def start_loading_kernels(models, backend):
 
 
 def _gpu_engine():
-    """One GPU engine per process, shared by the worker's threads (it serializes its own
-    launches), so one task's host work and pyhmmer tail run while another's kernels run."""
+    """One GPU engine per process, shared by the worker's threads (each issues its calls on a
+    stream of its own), so one task's host work and pyhmmer tail run while another's kernels run."""
     with _gpu_lock:
         if not _gpu:
             from .gpu import GpuEngine

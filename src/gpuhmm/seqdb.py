@@ -9,7 +9,8 @@ Shards are balanced by residues and sorted longest first inside, which is the or
 warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them (the
 parser is Easel's own, through pyhmmer), so lowercase, degenerate residues and a trailing `*`
 mean what they mean to HMMER. Each shard's SHA-256 is in the manifest; readers refuse a shard
-that does not match it.
+that does not match it. A FASTA file searched by workers of the same process is never written:
+its shards stay in memory (`makedb` without an output directory).
 """
 
 from __future__ import annotations
