@@ -152,29 +152,29 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
     fasta = Path(fasta)
     if shards < 1:
         raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
-    records, alphabet = _read_fasta(fasta, alphabet)
-    shard_records = [_longest_first(members) for members in _balance_by_residues(records, shards)]
+    parsed, alphabet = _read_fasta(fasta, alphabet)
+    shard_members = [_longest_first(members, parsed.lengths) for members in _balance_by_residues(parsed.lengths, shards)]
     if outdir is None:
         token = uuid.uuid4().hex
         infos = []
-        for index, members in enumerate(shard_records):
-            shard = _shard_in_memory(members)
+        for index, members in enumerate(shard_members):
+            shard = parsed.shard(members)
             infos.append(_shard_info(f"shard-{index:04d}", shard.offsets, f"{IN_MEMORY}{token}:{index}"))
             _held[infos[-1].sha256] = shard
         return SequenceDatabase(
-            path=fasta.absolute(), alphabet_name=alphabet_name(alphabet), sequences=len(records),
+            path=fasta.absolute(), alphabet_name=alphabet_name(alphabet), sequences=len(parsed.lengths),
             residues=sum(info.residues for info in infos), max_length=max(info.max_length for info in infos),
             shards=tuple(infos),
         )
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / MANIFEST).unlink(missing_ok=True)
-    infos = [_write_shard(outdir / f"shard-{index:04d}.npz", members) for index, members in enumerate(shard_records)]
+    infos = [_write_shard(outdir / f"shard-{index:04d}.npz", parsed.shard(members)) for index, members in enumerate(shard_members)]
     manifest = {
         "format": FORMAT,
         "alphabet": alphabet_name(alphabet),
         "source": {"path": str(fasta.resolve()), "bytes": fasta.stat().st_size},
-        "sequences": len(records),
+        "sequences": len(parsed.lengths),
         "residues": sum(info.residues for info in infos),
         "max_length": max(info.max_length for info in infos),
         "shards": [dataclasses.asdict(info) for info in infos],
@@ -249,88 +249,90 @@ def _fasta_errors(fasta, source):
     source.check_stream(fasta)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Parsed:
+    """A FASTA file's sequences in file order, as columns."""
+
+    names: list
+    descriptions: list
+    residues: list  # one uint8 array per sequence
+    lengths: np.ndarray  # int64
+
+    def shard(self, members):
+        """The sequences at indices `members` (file positions), in that order, as a shard."""
+        order = members.tolist()
+        offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(self.lengths[members], out=offsets[1:])
+        residues = self.residues
+        return SequenceShard(
+            residues=np.concatenate([residues[i] for i in order], dtype=np.uint8, casting="no")
+            if order else np.zeros(0, np.uint8),
+            offsets=offsets, names=[self.names[i] for i in order],
+            descriptions=[self.descriptions[i] for i in order], source_index=members.astype(np.int64),
+        )
+
+
 def _read_fasta(fasta, alphabet_name_or_none):
     alphabet = ALPHABETS[alphabet_name_or_none]() if alphabet_name_or_none else None
-    records = []
+    names, descriptions, residues = [], [], []
     with contextlib.ExitStack() as stack:
         handle, source = _open_fasta(fasta, alphabet, stack)
         alphabet = handle.alphabet
         with _fasta_errors(fasta, source):
-            for position, sequence in enumerate(handle):
-                residues = np.asarray(sequence.sequence).copy()
-                if len(residues) > MAX_TARGET_LENGTH:
+            for sequence in handle:
+                # A copy, so that each Easel sequence is freed as soon as it is read.
+                codes = np.asarray(sequence.sequence).copy()
+                if len(codes) > MAX_TARGET_LENGTH:
                     raise GpuhmmError(
                         fasta,
-                        f"sequence {sequence.name!r} has {len(residues):,} residues; "
+                        f"sequence {sequence.name!r} has {len(codes):,} residues; "
                         f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
                         f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
                     )
-                records.append((position, sequence.name, residues, sequence.description))
-    if not records:
+                names.append(sequence.name)
+                descriptions.append(sequence.description)
+                residues.append(codes)
+    if not residues:
         raise GpuhmmError(fasta, "sequence file holds no sequences")
-    return records, alphabet
+    lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
+    return _Parsed(names, descriptions, residues, lengths), alphabet
 
 
 def _easel_problem(error):
     return str(error).removeprefix("Could not parse file: ").strip()
 
 
-def _balance_by_residues(records, shards):
-    """Each sequence, in file order, to the shard with the fewest residues so far.
-
-    Streaming-friendly, and within one sequence length of the ideal balance.
-    """
+def _balance_by_residues(lengths, shards):
+    """Each sequence (its file position), in file order, to the shard with the fewest residues so
+    far. Streaming-friendly, and within one sequence length of the ideal balance."""
     if shards == 1:
-        return [records]
+        return [np.arange(len(lengths))]
     load = [0] * shards
     members = [[] for _ in range(shards)]
-    for record in records:
+    for position, length in enumerate(lengths.tolist()):
         target = load.index(min(load))
-        members[target].append(record)
-        load[target] += max(len(record[2]), 1)
-    return members
+        members[target].append(position)
+        load[target] += max(length, 1)
+    return [np.array(positions, dtype=np.int64) for positions in members]
 
 
-def _longest_first(members):
-    """Records longest first, ties in file order (records come in file order)."""
-    lengths = np.fromiter((len(residues) for _, _, residues, _ in members), dtype=np.int64, count=len(members))
-    return [members[i] for i in np.argsort(-lengths, kind="stable").tolist()]
+def _longest_first(members, lengths):
+    """File positions longest first, ties in file order (`members` are in file order)."""
+    return members[np.argsort(-lengths[members], kind="stable")]
 
 
-def _offsets(members):
-    lengths = np.array([len(residues) for _, _, residues, _ in members], dtype=np.int64)
-    offsets = np.zeros(len(members) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
-def _residues(members):
-    return (np.concatenate([residues for _, _, residues, _ in members], dtype=np.uint8, casting="no")
-            if members else np.zeros(0, np.uint8))
-
-
-def _shard_in_memory(members):
-    """A shard from (position, name, residues, description) records in shard order."""
-    return SequenceShard(
-        residues=_residues(members), offsets=_offsets(members), names=[name for _, name, _, _ in members],
-        descriptions=[description for *_, description in members],
-        source_index=np.array([position for position, *_ in members], dtype=np.int64),
-    )
-
-
-def _shard_arrays(members):
-    """A shard's columnar arrays, as its file stores them, from records in shard order."""
-    offsets = _offsets(members)
-    names, name_offsets = _pack([name.encode() for _, name, _, _ in members])
-    descriptions, description_offsets = _pack([description.encode() for *_, description in members])
+def _shard_arrays(shard):
+    """A shard's columnar arrays, as its file stores them."""
+    names, name_offsets = _pack([name.encode() for name in shard.names])
+    descriptions, description_offsets = _pack([description.encode() for description in shard.descriptions])
     return dict(
-        residues=_residues(members),
-        offsets=offsets,
+        residues=shard.residues,
+        offsets=shard.offsets,
         names=names,
         name_offsets=name_offsets,
         descriptions=descriptions,
         description_offsets=description_offsets,
-        source_index=np.array([position for position, *_ in members], dtype=np.int64),
+        source_index=shard.source_index,
     )
 
 
@@ -340,8 +342,8 @@ def _shard_info(file, offsets, sha256):
                      max_length=int(lengths.max(initial=0)), sha256=sha256)
 
 
-def _write_shard(path, members):
-    arrays = _shard_arrays(members)
+def _write_shard(path, shard):
+    arrays = _shard_arrays(shard)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     data = buffer.getvalue()
