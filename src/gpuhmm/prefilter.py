@@ -265,15 +265,15 @@ def msv_pair_filter(engine, models, shard, pair_model, pair_sequence):
         else:
             groups.setdefault(choice, []).append(m)
     launches, selections = [], []
-    (*by_group, (selected, local)) = _pairs_of(pair_model, [*groups.values(), too_long])
-    for (choice, members), (chosen, chosen_local) in zip(groups.items(), by_group):
-        batch = vitlayout.pair_batch(chosen_local, pair_sequence[chosen], shard.lengths, choice[1] * CHUNK_RESIDUES_PER_GROUP)
+    (*by_group, (on_host, on_host_local)) = _pairs_of(pair_model, [*groups.values(), too_long])
+    for (choice, members), (selected, local) in zip(groups.items(), by_group):
+        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, choice[1] * CHUNK_RESIDUES_PER_GROUP)
         launches.append((choice, [models[m] for m in members], shard.msv_sequences, batch))
-        selections.append(chosen)
+        selections.append(selected)
     if too_long:
-        batch = vitlayout.pair_batch(local, pair_sequence[selected], shard.lengths, CHUNK_RESIDUES_PER_GROUP)
+        batch = vitlayout.pair_batch(on_host_local, pair_sequence[on_host], shard.lengths, CHUNK_RESIDUES_PER_GROUP)
         (found,) = ReferenceEngine().msv_pairs([(None, [models[m] for m in too_long], shard.msv_sequences, batch)])
-        x_j[selected[batch.pair_order]] = found
+        x_j[on_host[batch.pair_order]] = found
     for (*_, batch), selected, found in zip(launches, selections, engine.msv_pairs(launches)):
         x_j[selected[batch.pair_order]] = found
     return x_j
