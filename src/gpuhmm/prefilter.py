@@ -114,6 +114,9 @@ class ReferenceEngine:
     def warps(self, warps_per_sm):
         return self._warps
 
+    def preload(self, lengths):
+        """Nothing to load: the reference compiles nothing."""
+
     def _tables(self, choice, model):
         values, fill = cost_rows(model, choice.arithmetic)
         return stripe_table(values, choice.striping, fill)
