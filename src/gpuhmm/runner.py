@@ -52,12 +52,13 @@ def hmmsearch(
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
-        if executor.scheduler is None:
+        in_process = executor.scheduler is None  # the workers share this process
+        if in_process:
             pipeline.start_loading_kernels(hmms, backend)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
-        database = _open_database(sequences, hmms, db_shards, cleanup, in_process=executor.scheduler is None)
+        database = _open_database(sequences, hmms, db_shards, cleanup, in_process)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
 
         if model_shards is not None:
