@@ -67,6 +67,53 @@ def test_edge_cases_survive_the_round_trip(tmp_path):
     assert database.sequences == 9
 
 
+#: Plain FASTA, which the vectorized reader takes: wrapped lines, blank lines, lowercase, '*',
+#: empty records, names and descriptions among runs of spaces, '>' inside a line, no final LF.
+PLAIN_FASTA = (
+    ">low lowercase\nmkvlaa\n>degenerate X B Z U O J\nMXBZUOJK\n>stop trailing star\nMKV*\n"
+    ">one\nM\n>empty\n>dup first\nMKVLA\n\n>   spaced   name  and  description  \nMKVLAW\n"
+    ">wrapped >not a header\nMKV\nLAW\nQQ\n\n\n>\t tabbed\t \tname\t and description\t\nMK\n>last without a line feed\nMK"
+)
+
+#: FASTA that Easel reads but the vectorized reader leaves to it.
+NOT_PLAIN_FASTA = {
+    "header without a name": ">a\nMK\n> \nMK\n",
+    "CRLF": ">a b\r\nMK\r\nL\r\n",
+    "space in a sequence": ">a\nM K\n",
+    "gap symbol": ">a\nMK-L\n",
+    "dot": ">a\nMK.L\n",
+    "'>' inside a sequence line": ">a\nMK>L\n",
+    "leading blank line": "\n>a\nMK\n",
+    "control character in a header": ">a b\x01c\nMK\n",
+}
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 20, 1 << 26])
+def test_the_vectorized_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch, chunk_bytes):
+    monkeypatch.setattr(seqdb, "PLAIN_CHUNK_BYTES", chunk_bytes)
+    fasta = tmp_path / "plain.faa"
+    fasta.write_text(PLAIN_FASTA)
+    for source in (fasta, PROTEINS):
+        parsed = seqdb._read_plain_fasta(source, pyhmmer.easel.Alphabet.amino())
+        assert parsed is not None
+        residues = [parsed.codes[start:end] for start, end in zip(parsed.starts, parsed.ends)]
+        assert list(zip(parsed.names, parsed.descriptions, residues)) == _easel_records(source)
+
+
+@pytest.mark.parametrize("case", sorted(NOT_PLAIN_FASTA))
+def test_other_fasta_is_read_by_easel_itself(tmp_path, case):
+    fasta = tmp_path / "other.faa"
+    fasta.write_text(NOT_PLAIN_FASTA[case])
+    assert seqdb._read_plain_fasta(fasta, pyhmmer.easel.Alphabet.amino()) is None
+    try:
+        expected = _easel_records(fasta)
+    except ValueError:
+        with pytest.raises(GpuhmmError, match="other.faa"):
+            makedb(fasta, tmp_path / "db", alphabet="amino")
+    else:
+        assert _database_records(makedb(fasta, tmp_path / "db", alphabet="amino")) == expected
+
+
 def test_gzip_is_read_by_content_not_name(tmp_path):
     packed = tmp_path / "proteins.fasta"  # compressed, without a .gz suffix
     packed.write_bytes(gzip.compress(PROTEINS.read_bytes()))

@@ -6,9 +6,10 @@ A database is a directory:
     shard-0000.npz     digital residues, offsets, names, descriptions, FASTA positions
 
 Shards are balanced by residues and sorted longest first inside, which is the order the GPU
-warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them (the
-parser is Easel's own, through pyhmmer), so lowercase, degenerate residues and a trailing `*`
-mean what they mean to HMMER. Each shard's SHA-256 is in the manifest; readers refuse a shard
+warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them, so
+lowercase, degenerate residues and a trailing `*` mean what they mean to HMMER: FASTA in its
+plain form (most files) is read by a vectorized equivalent of Easel's FASTA reader, tested
+against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in the manifest; readers refuse a shard
 that does not match it. A FASTA file searched by workers of the same process is never written:
 its shards stay in memory (`makedb` without an output directory).
 """
@@ -17,16 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import gzip
 import hashlib
 import io
 import json
+import re
+import string
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pyhmmer.easel
 
-from ._io import InputFile, atomic_outputs
+from ._io import GZIP_MAGIC, InputFile, atomic_outputs
 from .errors import GpuhmmError
 
 FORMAT = "gpuhmm-seqdb/1"
@@ -251,29 +257,54 @@ def _fasta_errors(fasta, source):
 
 @dataclasses.dataclass(frozen=True)
 class _Parsed:
-    """A FASTA file's sequences in file order, as columns."""
+    """A FASTA file's sequences in file order, as columns. Sequence i is the digital codes
+    codes[starts[i]:ends[i]]; `codes` may hold other bytes between sequences."""
 
     names: list
     descriptions: list
-    residues: list  # one uint8 array per sequence
-    lengths: np.ndarray  # int64
+    codes: bytes
+    starts: np.ndarray  # int64
+    ends: np.ndarray  # int64
+
+    @property
+    def lengths(self):
+        return self.ends - self.starts
 
     def shard(self, members):
         """The sequences at indices `members` (file positions), in that order, as a shard."""
         order = members.tolist()
         offsets = np.zeros(len(order) + 1, dtype=np.int64)
         np.cumsum(self.lengths[members], out=offsets[1:])
-        residues = self.residues
+        codes = memoryview(self.codes)
+        spans = zip(self.starts[members].tolist(), self.ends[members].tolist())
         return SequenceShard(
-            residues=np.concatenate([residues[i] for i in order], dtype=np.uint8, casting="no")
-            if order else np.zeros(0, np.uint8),
+            residues=np.frombuffer(b"".join([codes[start:end] for start, end in spans]), dtype=np.uint8),
             offsets=offsets, names=[self.names[i] for i in order],
             descriptions=[self.descriptions[i] for i in order], source_index=members.astype(np.int64),
         )
 
 
 def _read_fasta(fasta, alphabet_name_or_none):
-    alphabet = ALPHABETS[alphabet_name_or_none]() if alphabet_name_or_none else None
+    name = alphabet_name_or_none or guess_alphabet(fasta)
+    alphabet = ALPHABETS[name]() if name else None
+    parsed = _read_plain_fasta(Path(fasta), alphabet) if alphabet is not None else None
+    if parsed is None:
+        parsed, alphabet = _read_fasta_with_easel(fasta, alphabet)
+    if not parsed.names:
+        raise GpuhmmError(fasta, "sequence file holds no sequences")
+    lengths = parsed.lengths
+    if lengths.max() > MAX_TARGET_LENGTH:
+        longest = int(np.argmax(lengths))
+        raise GpuhmmError(
+            fasta,
+            f"sequence {parsed.names[longest]!r} has {int(lengths[longest]):,} residues; "
+            f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
+            f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
+        )
+    return parsed, alphabet
+
+
+def _read_fasta_with_easel(fasta, alphabet):
     names, descriptions, residues = [], [], []
     with contextlib.ExitStack() as stack:
         handle, source = _open_fasta(fasta, alphabet, stack)
@@ -281,21 +312,111 @@ def _read_fasta(fasta, alphabet_name_or_none):
         with _fasta_errors(fasta, source):
             for sequence in handle:
                 # A copy, so that each Easel sequence is freed as soon as it is read.
-                codes = np.asarray(sequence.sequence).copy()
-                if len(codes) > MAX_TARGET_LENGTH:
-                    raise GpuhmmError(
-                        fasta,
-                        f"sequence {sequence.name!r} has {len(codes):,} residues; "
-                        f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
-                        f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
-                    )
+                residues.append(bytes(sequence.sequence))
                 names.append(sequence.name)
                 descriptions.append(sequence.description)
-                residues.append(codes)
-    if not residues:
-        raise GpuhmmError(fasta, "sequence file holds no sequences")
-    lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
-    return _Parsed(names, descriptions, residues, lengths), alphabet
+    ends = np.cumsum([len(codes) for codes in residues], dtype=np.int64)
+    return _Parsed(names, descriptions, b"".join(residues), ends - np.diff(ends, prepend=0), ends), alphabet
+
+
+#: The vectorized reader takes the text this many bytes at a time (ending at a record), which
+#: bounds its temporary arrays to a few times this.
+PLAIN_CHUNK_BYTES = 1 << 26
+_NOT_PLAIN = 255
+_NEWLINE, _HEADER = ord("\n"), ord(">")
+
+
+def _read_plain_fasta(fasta, alphabet):
+    """Easel's reading of a FASTA file in its plain form, vectorized with numpy; None for any
+    other file, which Easel itself then reads (and reports on, if it is bad).
+
+    Plain: the text starts with '>'; header lines hold printable ASCII and tabs, no other
+    whitespace that Easel's header_fasta would treat apart; sequence lines hold letters that the
+    alphabet digitizes and '*' (a residue to Easel's FASTA reader), nothing else (gap symbols,
+    spaces, tabs and CR go to Easel); lines end in LF.
+    """
+    try:
+        if not fasta.is_file():
+            return None
+        with open(fasta, "rb") as handle:
+            compressed = handle.read(2) == GZIP_MAGIC
+        raw = gzip.decompress(fasta.read_bytes()) if compressed else fasta.read_bytes()
+    except (OSError, EOFError, zlib.error):
+        return None
+    if not raw.startswith(b">"):
+        return None
+    table = _plain_residue_codes(alphabet_name(alphabet))
+    names, descriptions, codes, starts, ends = [], [], [], [], []
+    start = offset = 0
+    while start < len(raw):
+        stop = raw.find(b"\n>", start + PLAIN_CHUNK_BYTES)
+        stop = len(raw) if stop < 0 else stop + 1
+        chunk = _parse_plain_chunk(raw, start, stop, table)
+        if chunk is None:
+            return None
+        names += chunk[0]
+        descriptions += chunk[1]
+        codes.append(chunk[2])
+        starts.append(chunk[3] + offset)
+        ends.append(chunk[4] + offset)
+        offset += len(chunk[2])
+        start = stop
+    return _Parsed(names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends))
+
+
+def _parse_plain_chunk(raw, start, stop, table):
+    """Names, descriptions, digital codes, and where each sequence starts and ends in them, of
+    the records in raw[start:stop], which starts with '>'; None where the text is not plain.
+
+    The whole text is translated at once, line feeds dropped; its headers come out as codes
+    too, between the sequences, and are passed over.
+    """
+    text = np.frombuffer(raw, dtype=np.uint8, count=stop - start, offset=start)
+    newlines = np.flatnonzero(text == _NEWLINE)
+    headers = np.flatnonzero(text == _HEADER)
+    header_starts = headers[(headers == 0) | (text[headers - 1] == _NEWLINE)]
+    header_ends = np.append(newlines, len(text))[np.searchsorted(newlines, header_starts)]
+    # A record's sequence lines run from the end of its header line to the next header.
+    sequence_starts = np.minimum(header_ends + 1, len(text))
+    sequence_ends = np.append(header_starts[1:], len(text))
+    codes = raw[start:stop].translate(table, b"\n")
+    # Every header byte after '>', with the line feed that ends each header line.
+    header_sizes = sequence_starts - header_starts - 1
+    header_text = text[np.arange(int(header_sizes.sum()), dtype=np.int64) + np.repeat(
+        header_starts + 1 - (np.cumsum(header_sizes) - header_sizes), header_sizes)].tobytes()
+    if header_text.translate(None, _PRINTABLE_LINES):
+        return None
+    # Bytes the table rejects may sit in headers, never in sequences.
+    not_plain = bytes([_NOT_PLAIN])
+    if codes.count(not_plain) != (b">" * len(header_starts) + header_text).translate(table, b"\n").count(not_plain):
+        return None
+    fields = _HEADER_FIELDS.findall(header_text.decode("ascii"))
+    if len(fields) != len(header_starts):  # a header without a name: Easel reports it
+        return None
+    names, descriptions = (list(column) for column in zip(*fields))
+    return (names, descriptions, codes, sequence_starts - np.searchsorted(newlines, sequence_starts),
+            sequence_ends - np.searchsorted(newlines, sequence_ends))
+
+
+#: What a plain header line may hold: printable ASCII and tabs (and the line feeds that end them).
+_PRINTABLE_LINES = bytes(range(0x20, 0x7F)) + b"\t\n"
+#: Easel's header_fasta on such a line (after '>'): spaces, the name up to the next space or
+#: tab, spaces, and the description to the end of the line.
+_HEADER_FIELDS = re.compile(r"^[ \t]*([^ \t\n]+)[ \t]*(.*)$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def _plain_residue_codes(name):
+    """Byte → the alphabet's digital code for the letters it digitizes and '*', _NOT_PLAIN otherwise."""
+    alphabet = ALPHABETS[name]()
+    codes = bytearray([_NOT_PLAIN]) * 256
+    for letter in string.ascii_letters + "*":
+        try:
+            (code,) = alphabet.encode(letter)
+        except ValueError:
+            continue
+        codes[ord(letter)] = code
+    return bytes(codes)
 
 
 def _easel_problem(error):
