@@ -11,6 +11,7 @@ host object that describes them lives.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -46,6 +47,7 @@ def device_count():
         return 0
 
 
+@functools.lru_cache(maxsize=None)
 def _source(name):
     """A kernel file with its headers inlined (each once), so the disk cache key covers them."""
     seen = set()

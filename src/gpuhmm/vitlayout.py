@@ -48,23 +48,23 @@ SHARED_ROWS = 30  # the emission rows, then D→D
 TRANSITION_KINDS = ("BM", "MM", "IM", "DM", "MD", "MI", "II")
 #: Residue codes with −inf emissions in every profile: gap, nonresidue '*', missing '~'.
 INFINITE_RESIDUES = (20, 27, 28)
+_FINITE_RESIDUES = [x for x in range(EMISSION_ROWS) if x not in INFINITE_RESIDUES]
 OK, OVERFLOW, NEEDS_EXACT = 0, 1, 2
 
 
 def lanes16_supported(profile):
     """Whether every real parameter is ≥ the parameter floor (bar HMMER's known −inf ones) and
     the special loops are 0, the conditions the Vit16 argument needs."""
-    M = profile.M
-    ordinary = np.ones((8, M), dtype=bool)
-    ordinary[1:4, 0] = False  # MM, IM, DM into node 1: from node 0, which does not exist
-    ordinary[4:8, M - 1] = False  # MD, MI, II, DD out of node M
-    residues = np.ones(EMISSION_ROWS, dtype=bool)
-    residues[list(INFINITE_RESIDUES)] = False
+    transitions = profile.node_transitions
     loops_zero = all(int(profile.xw[x, _LOOP]) == 0 for x in (_N, _J, _C))
     return bool(
         loops_zero
-        and (profile.node_transitions[ordinary] >= PARAMETER_FLOOR).all()
-        and (profile.node_emissions[residues] >= PARAMETER_FLOOR).all()
+        and transitions[0].min() >= PARAMETER_FLOOR
+        # MM, IM, DM into node 1 come from node 0, which does not exist
+        and transitions[1:4, 1:].min(initial=PARAMETER_FLOOR) >= PARAMETER_FLOOR
+        # MD, MI, II, DD out of node M
+        and transitions[4:8, :-1].min(initial=PARAMETER_FLOOR) >= PARAMETER_FLOOR
+        and profile.node_emissions[_FINITE_RESIDUES].min() >= PARAMETER_FLOOR
     )
 
 
@@ -97,11 +97,10 @@ class KernelParameters:
 
 
 def kernel_parameters(profile):
-    residues = [x for x in range(EMISSION_ROWS) if x not in INFINITE_RESIDUES]
     return KernelParameters(
         base=int(profile.base_w), e_move=int(profile.xw[_E, _MOVE]), e_loop=int(profile.xw[_E, _LOOP]),
         bm_min=int(profile.node_transitions[0].min()),
-        e_max=max(0, int(profile.node_emissions[residues].max())),
+        e_max=max(0, int(profile.node_emissions[_FINITE_RESIDUES].max())),
     )
 
 
