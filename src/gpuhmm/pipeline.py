@@ -248,17 +248,18 @@ _gpu_lock = threading.Lock()
 _gpu = []
 
 
-def start_loading_kernels(models, resolved_backend):
-    """Once `resolved_backend` (a future of `resolve_backend`) is the GPU, load the kernels the
-    models need, in a background thread, so that reading the database overlaps it. For this
-    process's workers only: a cluster's workers load their own."""
+def start_loading_kernels(models, backend):
+    """On the GPU backend, load the kernels the models need in a background thread, so that
+    reading the database overlaps it. For this process's workers only: a cluster's workers
+    load their own."""
+    if backend != "gpu":
+        return
     lengths = [model.M for model in models]
 
     def load():
         try:
-            if resolved_backend.result() == "gpu":
-                _gpu_engine().preload(lengths)
-        except Exception as error:  # the caller, or the task that needs the kernel, raises it in full
+            _gpu_engine().preload(lengths)
+        except Exception as error:  # the task that needs the kernel raises it in full
             log.debug("loading kernels ahead failed: %s", error)
 
     threading.Thread(target=load, name="gpuhmm-kernel-load", daemon=True).start()

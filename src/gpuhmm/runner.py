@@ -6,7 +6,6 @@ at the end of the workflow, where each model shard was searched by its own job.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import tempfile
@@ -49,22 +48,18 @@ def hmmsearch(
     cpus = cpus or available_cpus()
     executor = executor or DaskExecutor(scheduler, cpus)
     with executor, contextlib.ExitStack() as cleanup:
-        # Loading CUDA takes as long as reading the inputs: it overlaps them.
-        resolving = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuhmm-backend")
-        cleanup.callback(resolving.shutdown)
-        resolved = resolving.submit(pipeline.resolve_backend, backend)
+        backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         in_process = executor.scheduler is None  # the workers share this process
         if in_process:
-            pipeline.start_loading_kernels(hmms, resolved)
+            pipeline.start_loading_kernels(hmms, backend)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
         database = _open_database(sequences, hmms, db_shards, cleanup, in_process)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
-        backend = resolved.result()
 
         if model_shards is not None:
             model_shards = max(1, min(model_shards, len(hmms)))
