@@ -335,43 +335,52 @@ def _read_plain_fasta(fasta, alphabet):
     alphabet digitizes and '*' (a residue to Easel's FASTA reader), nothing else (gap symbols,
     spaces, tabs and CR go to Easel); lines end in LF.
     """
-    try:
-        if not fasta.is_file():
-            return None
-        with open(fasta, "rb") as handle:
-            compressed = handle.read(2) == GZIP_MAGIC
-        raw = gzip.decompress(fasta.read_bytes()) if compressed else fasta.read_bytes()
-    except (OSError, EOFError, zlib.error):
-        return None
-    if not raw.startswith(b">"):
-        return None
     table = _plain_residue_codes(alphabet_name(alphabet))
     names, descriptions, codes, starts, ends = [], [], [], [], []
-    start = offset = 0
-    while start < len(raw):
-        stop = raw.find(b"\n>", start + PLAIN_CHUNK_BYTES)
-        stop = len(raw) if stop < 0 else stop + 1
-        chunk = _parse_plain_chunk(raw, start, stop, table)
-        if chunk is None:
-            return None
-        names += chunk[0]
-        descriptions += chunk[1]
-        codes.append(chunk[2])
-        starts.append(chunk[3] + offset)
-        ends.append(chunk[4] + offset)
-        offset += len(chunk[2])
-        start = stop
+    offset = 0
+    try:
+        for text in _whole_records(fasta):
+            chunk = _parse_plain_chunk(text, table) if text.startswith(b">") else None
+            if chunk is None:
+                return None
+            names += chunk[0]
+            descriptions += chunk[1]
+            codes.append(chunk[2])
+            starts.append(chunk[3] + offset)
+            ends.append(chunk[4] + offset)
+            offset += len(chunk[2])
+    except (OSError, EOFError, zlib.error):
+        return None
+    if not names:
+        return None
     return _Parsed(names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends))
 
 
-def _parse_plain_chunk(raw, start, stop, table):
+def _whole_records(fasta):
+    """The text of `fasta` (plain or gzip) in pieces of about PLAIN_CHUNK_BYTES that each end
+    where a line starting with '>' begins (or at the end of the file)."""
+    with open(fasta, "rb") as handle:
+        compressed = handle.read(2) == GZIP_MAGIC
+    with (gzip.open if compressed else open)(fasta, "rb") as handle:
+        carried = b""
+        while block := handle.read(PLAIN_CHUNK_BYTES):
+            text = carried + block
+            cut = text.rfind(b"\n>") + 1
+            if cut:
+                yield text[:cut]
+            carried = text[cut:]
+        if carried:
+            yield carried
+
+
+def _parse_plain_chunk(raw, table):
     """Names, descriptions, digital codes, and where each sequence starts and ends in them, of
-    the records in raw[start:stop], which starts with '>'; None where the text is not plain.
+    the records in `raw`, which starts with '>'; None where the text is not plain.
 
     The whole text is translated at once, line feeds dropped; its headers come out as codes
     too, between the sequences, and are passed over.
     """
-    text = np.frombuffer(raw, dtype=np.uint8, count=stop - start, offset=start)
+    text = np.frombuffer(raw, dtype=np.uint8)
     newlines = np.flatnonzero(text == _NEWLINE)
     headers = np.flatnonzero(text == _HEADER)
     header_starts = headers[(headers == 0) | (text[headers - 1] == _NEWLINE)]
@@ -379,7 +388,7 @@ def _parse_plain_chunk(raw, start, stop, table):
     # A record's sequence lines run from the end of its header line to the next header.
     sequence_starts = np.minimum(header_ends + 1, len(text))
     sequence_ends = np.append(header_starts[1:], len(text))
-    codes = raw[start:stop].translate(table, b"\n")
+    codes = raw.translate(table, b"\n")
     # Every header byte after '>', with the line feed that ends each header line.
     header_sizes = sequence_starts - header_starts - 1
     header_text = text[np.arange(int(header_sizes.sum()), dtype=np.int64) + np.repeat(
