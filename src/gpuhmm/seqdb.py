@@ -9,8 +9,8 @@ Shards are balanced by residues and sorted longest first inside, which is the or
 warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them, so
 lowercase, degenerate residues and a trailing `*` mean what they mean to HMMER: FASTA in its
 plain form (most files) is read by a vectorized equivalent of Easel's FASTA reader, tested
-against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in the manifest; readers refuse a shard
-that does not match it. A FASTA file searched by workers of the same process is never written:
+against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in
+the manifest; readers refuse a shard that does not match it. A FASTA file searched by workers of the same process is never written:
 its shards stay in memory (`makedb` without an output directory).
 """
 
@@ -315,12 +315,13 @@ def _read_fasta_with_easel(fasta, alphabet):
                 residues.append(bytes(sequence.sequence))
                 names.append(sequence.name)
                 descriptions.append(sequence.description)
-    ends = np.cumsum([len(codes) for codes in residues], dtype=np.int64)
-    return _Parsed(names, descriptions, b"".join(residues), ends - np.diff(ends, prepend=0), ends), alphabet
+    lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
+    ends = np.cumsum(lengths)
+    return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends), alphabet
 
 
-#: The vectorized reader takes the text this many bytes at a time (ending at a record), which
-#: bounds its temporary arrays to a few times this.
+#: The vectorized reader reads the text this many bytes at a time and parses it up to the last
+#: record that starts in it, which bounds its temporary arrays to a few times this.
 PLAIN_CHUNK_BYTES = 1 << 26
 _NOT_PLAIN = 255
 _NEWLINE, _HEADER = ord("\n"), ord(">")
