@@ -10,8 +10,9 @@ warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` read
 lowercase, degenerate residues and a trailing `*` mean what they mean to HMMER: FASTA in its
 plain form (most files) is read by a vectorized equivalent of Easel's FASTA reader, tested
 against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in
-the manifest; readers refuse a shard that does not match it. A FASTA file searched by workers of the same process is never written:
-its shards stay in memory (`makedb` without an output directory).
+the manifest; readers refuse a shard that does not match it. A FASTA file searched by workers
+of the same process is never written: its shards stay in memory (`makedb` without an output
+directory).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class SequenceDatabase:
 
 
 def makedb(fasta, outdir, shards=1, alphabet=None):
-    """Parse `fasta` (plain or gzip) with Easel and write a sharded database to `outdir`.
+    """Read `fasta` (plain or gzip) as Easel does and write a sharded database to `outdir`.
 
     `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file. With `outdir`
     None nothing is written: the database lives in this process's memory, for a search whose
@@ -266,7 +267,7 @@ class _Parsed:
     starts: np.ndarray  # int64
     ends: np.ndarray  # int64
 
-    @property
+    @functools.cached_property
     def lengths(self):
         return self.ends - self.starts
 
@@ -452,21 +453,6 @@ def _longest_first(members, lengths):
     return members[np.argsort(-lengths[members], kind="stable")]
 
 
-def _shard_arrays(shard):
-    """A shard's columnar arrays, as its file stores them."""
-    names, name_offsets = _pack([name.encode() for name in shard.names])
-    descriptions, description_offsets = _pack([description.encode() for description in shard.descriptions])
-    return dict(
-        residues=shard.residues,
-        offsets=shard.offsets,
-        names=names,
-        name_offsets=name_offsets,
-        descriptions=descriptions,
-        description_offsets=description_offsets,
-        source_index=shard.source_index,
-    )
-
-
 def _shard_info(file, offsets, sha256):
     lengths = np.diff(offsets)
     return ShardInfo(file=file, sequences=len(lengths), residues=int(lengths.sum()),
@@ -474,33 +460,31 @@ def _shard_info(file, offsets, sha256):
 
 
 def _write_shard(path, shard):
-    arrays = _shard_arrays(shard)
+    names, name_offsets = _pack([name.encode() for name in shard.names])
+    descriptions, description_offsets = _pack([description.encode() for description in shard.descriptions])
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, residues=shard.residues, offsets=shard.offsets, names=names, name_offsets=name_offsets,
+             descriptions=descriptions, description_offsets=description_offsets, source_index=shard.source_index)
     data = buffer.getvalue()
     with atomic_outputs(path) as (temporary,):
         temporary.write_bytes(data)
-    return _shard_info(path.name, arrays["offsets"], hashlib.sha256(data).hexdigest())
+    return _shard_info(path.name, shard.offsets, hashlib.sha256(data).hexdigest())
 
 
 def _decode_shard(data):
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-        return _decoded(arrays)
-
-
-def _decoded(arrays):
-    return SequenceShard(
-        residues=arrays["residues"],
-        offsets=arrays["offsets"],
-        names=_unpack(arrays["names"], arrays["name_offsets"]),
-        descriptions=_unpack(arrays["descriptions"], arrays["description_offsets"]),
-        source_index=arrays["source_index"],
-    )
+        return SequenceShard(
+            residues=arrays["residues"],
+            offsets=arrays["offsets"],
+            names=_unpack(arrays["names"], arrays["name_offsets"]),
+            descriptions=_unpack(arrays["descriptions"], arrays["description_offsets"]),
+            source_index=arrays["source_index"],
+        )
 
 
 def _pack(strings):
     offsets = np.zeros(len(strings) + 1, dtype=np.int64)
-    np.cumsum([len(string) for string in strings], out=offsets[1:])
+    np.cumsum([len(text) for text in strings], out=offsets[1:])
     return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
 
 
