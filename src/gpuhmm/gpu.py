@@ -400,7 +400,6 @@ class GpuEngine:
             )
             return cupy.asnumpy(scores), cupy.asnumpy(uncertain).astype(bool)
 
-
     def _bias_terms(self, offsets):
         """The bias filter's per-length terms of a resident shard, on the device."""
         key = ("bias terms", id(offsets))
