@@ -5,7 +5,9 @@
 // Thread → data. blockIdx.x is a chunk (chunk_model, [chunk_start, chunk_end) of the pair
 // list, longest sequence first). A group takes the chunk's next pair whenever it finishes one
 // (an atomic counter per chunk) and runs it from its first residue to its last, in lock step
-// with the other groups of its warp. Thread t of a group holds H words of W cells: subword w of
+// with the other groups of its warp. The warp runs rows in stretches as long as its groups'
+// shortest remainder, so starts and ends are tested once a stretch, not once a row (17% more
+// throughput than testing every row on the H100). Thread t of a group holds H words of W cells: subword w of
 // word h is model node (w·L + t)·H + h + 1, HMMER's striping with W·L vector lanes, so the
 // diagonal predecessor of word 0 is word H−1 of thread t−1 (a shuffle), or for t = 0 thread
 // L−1's one subword up with −inf shifted in. The emission rows (residue codes 0..28) and the
@@ -180,77 +182,83 @@ viterbi_filter(const uint8_t *__restrict__ residues, const long long *__restrict
                 }
             }
         }
-        if (!__any_sync(FULL, active)) break;
+        // Rows every working group of the warp runs before the first of them ends its sequence:
+        // they run without per-row checks for starts and ends.
+        constexpr int NO_ROWS_LEFT = 0x7fffffff;
+        const int steps = __reduce_min_sync(FULL, active ? length - row : NO_ROWS_LEFT);
+        if (steps == NO_ROWS_LEFT) break;
 
-        const int code = next_code;
-        next_code = active && row + 1 < length ? sequence[row + 1] : 0;
-        // Gap, '*' and '~' have −inf emissions: HMMER's M cells fall to at most (the largest cell
-        // so far) − 32768, dead unless that tops the dead level. On a last row (a trailing '*')
-        // Vit16 leaves that row out of xE; anywhere else it defers to Vit32.
-        const bool infinite = !Lanes::EXACT && (code == 20 || code >= 27);
-        if (infinite && (row + 1 < length || ::max(p.base, xJ - p.e_loop) > dead + 32768)) needs_exact = true;
-        const uint8_t *emissions = shared_rows + code * ROW_BYTES;
-        const uint32_t carry_m = __byte_perm(__shfl_sync(FULL, Mc[H - 1], left), floor, shift);
-        const uint32_t carry_i = __byte_perm(__shfl_sync(FULL, Ic[H - 1], left), floor, shift);
-        const uint32_t carry_d = __byte_perm(__shfl_sync(FULL, Dc[H - 1], left), floor, shift);
-        const uint32_t begin = Lanes::splat(::min(::max(xB, -32768), 32767));
-        uint32_t row_max = floor;
-        // M and I, descending h: word h−1 of the previous row is read before it is overwritten.
+        for (int step = 0; step < steps; ++step, ++row) {
+            const int code = next_code;
+            next_code = active && row + 1 < length ? sequence[row + 1] : 0;
+            // Gap, '*' and '~' have −inf emissions: HMMER's M cells fall to at most (the largest cell
+            // so far) − 32768, dead unless that tops the dead level. On a last row (a trailing '*')
+            // Vit16 leaves that row out of xE; anywhere else it defers to Vit32.
+            const bool infinite = !Lanes::EXACT && (code == 20 || code >= 27);
+            if (infinite && (row + 1 < length || ::max(p.base, xJ - p.e_loop) > dead + 32768)) needs_exact = true;
+            const uint8_t *emissions = shared_rows + code * ROW_BYTES;
+            const uint32_t carry_m = __byte_perm(__shfl_sync(FULL, Mc[H - 1], left), floor, shift);
+            const uint32_t carry_i = __byte_perm(__shfl_sync(FULL, Ic[H - 1], left), floor, shift);
+            const uint32_t carry_d = __byte_perm(__shfl_sync(FULL, Dc[H - 1], left), floor, shift);
+            const uint32_t begin = Lanes::splat(::min(::max(xB, -32768), 32767));
+            uint32_t row_max = floor;
+            // M and I, descending h: word h−1 of the previous row is read before it is overwritten.
 #pragma unroll
-        for (int h = H - 1; h >= 0; --h) {
-            const uint32_t m_prev = h ? Mc[h > 0 ? h - 1 : 0] : carry_m;
-            const uint32_t i_prev = h ? Ic[h > 0 ? h - 1 : 0] : carry_i;
-            const uint32_t d_prev = h ? Dc[h > 0 ? h - 1 : 0] : carry_d;
-            uint32_t sv = Lanes::addmax(d_prev, dm[h], floor);
-            sv = Lanes::addmax(i_prev, im[h], sv);
-            sv = Lanes::addmax(m_prev, mm[h], sv);
-            sv = Lanes::addmax(begin, bm[h], sv);
-            Ic[h] = Lanes::addmax(Mc[h], mi[h], Lanes::addmax(Ic[h], ii[h], floor));
-            Mc[h] = Lanes::addmax(sv, striped_word<L, H>(emissions, h, t), floor);
-            if ((H - 1 - h) & 1) row_max = Lanes::max3(row_max, Mc[h], Mc[h + 1 < H ? h + 1 : h]);
-        }
-        if constexpr (H & 1) row_max = Lanes::max(row_max, Mc[0]);
-        if (infinite) row_max = floor;
-
-        // D, ascending h: M→D from the node before, closed along the thread's own nodes (D→D);
-        // then D→D carries across segments until none improves (HMMER's Lazy-F fixpoint).
-        {
-            Dc[0] = __byte_perm(__shfl_sync(FULL, Lanes::addmax(Mc[H - 1], md[H - 1], floor), left), floor, shift);
-        }
-#pragma unroll
-        for (int h = 0; h + 1 < H; ++h)
-            Dc[h + 1] = Lanes::addmax(Dc[h], striped_word<L, H>(dd_row, h, t), Lanes::addmax(Mc[h], md[h], floor));
-        while (true) {
-            const uint32_t carry = __byte_perm(
-                __shfl_sync(FULL, Lanes::addmax(Dc[H - 1], striped_word<L, H>(dd_row, H - 1, t), floor), left), floor, shift);
-            const uint32_t improved = Lanes::max(carry, Dc[0]);
-            // Only pairs still vouched for: after Vit16 gives one up its cells may wrap.
-            const bool changes = active && !needs_exact && improved != Dc[0];
-            if (!__any_sync(FULL, changes)) break;
-            if (changes) {
-                Dc[0] = improved;
-#pragma unroll
-                for (int h = 0; h + 1 < H; ++h)
-                    Dc[h + 1] = Lanes::addmax(Dc[h], striped_word<L, H>(dd_row, h, t), Dc[h + 1]);
+            for (int h = H - 1; h >= 0; --h) {
+                const uint32_t m_prev = h ? Mc[h > 0 ? h - 1 : 0] : carry_m;
+                const uint32_t i_prev = h ? Ic[h > 0 ? h - 1 : 0] : carry_i;
+                const uint32_t d_prev = h ? Dc[h > 0 ? h - 1 : 0] : carry_d;
+                uint32_t sv = Lanes::addmax(d_prev, dm[h], floor);
+                sv = Lanes::addmax(i_prev, im[h], sv);
+                sv = Lanes::addmax(m_prev, mm[h], sv);
+                sv = Lanes::addmax(begin, bm[h], sv);
+                Ic[h] = Lanes::addmax(Mc[h], mi[h], Lanes::addmax(Ic[h], ii[h], floor));
+                Mc[h] = Lanes::addmax(sv, striped_word<L, H>(emissions, h, t), floor);
+                if ((H - 1 - h) & 1) row_max = Lanes::max3(row_max, Mc[h], Mc[h + 1 < H ? h + 1 : h]);
             }
-        }
+            if constexpr (H & 1) row_max = Lanes::max(row_max, Mc[0]);
+            if (infinite) row_max = floor;
 
-        int x_e = Lanes::horizontal_max(row_max);
-        if constexpr (L == 32) {
-            x_e = __reduce_max_sync(FULL, x_e);
-        } else {
+            // D, ascending h: M→D from the node before, closed along the thread's own nodes (D→D);
+            // then D→D carries across segments until none improves (HMMER's Lazy-F fixpoint).
+            {
+                Dc[0] = __byte_perm(__shfl_sync(FULL, Lanes::addmax(Mc[H - 1], md[H - 1], floor), left), floor, shift);
+            }
 #pragma unroll
-            for (int offset = L / 2; offset > 0; offset /= 2)
-                x_e = ::max(x_e, __shfl_xor_sync(FULL, x_e, offset, L));
-        }
-        if (x_e >= 32767) overflow = true;
-        if (!Lanes::EXACT && x_e > 32767 - p.e_max) needs_exact = true;
-        // N, J and C loops are 0 in the filter (its −3 nat approximation).
-        xC = ::max(xC, x_e + p.e_move);
-        xJ = ::max(xJ, x_e + p.e_loop);
-        xB = ::max(xJ + move, xN + move);
+            for (int h = 0; h + 1 < H; ++h)
+                Dc[h + 1] = Lanes::addmax(Dc[h], striped_word<L, H>(dd_row, h, t), Lanes::addmax(Mc[h], md[h], floor));
+            while (true) {
+                const uint32_t carry = __byte_perm(
+                    __shfl_sync(FULL, Lanes::addmax(Dc[H - 1], striped_word<L, H>(dd_row, H - 1, t), floor), left), floor, shift);
+                const uint32_t improved = Lanes::max(carry, Dc[0]);
+                // Only pairs still vouched for: after Vit16 gives one up its cells may wrap.
+                const bool changes = active && !needs_exact && improved != Dc[0];
+                if (!__any_sync(FULL, changes)) break;
+                if (changes) {
+                    Dc[0] = improved;
+#pragma unroll
+                    for (int h = 0; h + 1 < H; ++h)
+                        Dc[h + 1] = Lanes::addmax(Dc[h], striped_word<L, H>(dd_row, h, t), Dc[h + 1]);
+                }
+            }
 
-        if (active && ++row == length) {
+            int x_e = Lanes::horizontal_max(row_max);
+            if constexpr (L == 32) {
+                x_e = __reduce_max_sync(FULL, x_e);
+            } else {
+#pragma unroll
+                for (int offset = L / 2; offset > 0; offset /= 2)
+                    x_e = ::max(x_e, __shfl_xor_sync(FULL, x_e, offset, L));
+            }
+            if (x_e >= 32767) overflow = true;
+            if (!Lanes::EXACT && x_e > 32767 - p.e_max) needs_exact = true;
+            // N, J and C loops are 0 in the filter (its −3 nat approximation).
+            xC = ::max(xC, x_e + p.e_move);
+            xJ = ::max(xJ, x_e + p.e_loop);
+            xB = ::max(xJ + move, xN + move);
+        }
+
+        if (active && row == length) {
             if (t == 0) {
                 int status = overflow ? VIT_OVERFLOW : VIT_OK;
                 // C's value comes from a live row, or Vit16 cannot vouch for it.
