@@ -14,6 +14,8 @@ In one run, on one host, with N = every host thread:
    CuPy's disk cache (its wall time is `compile_warmup_s`).
 4. `python -m gpuhmm search --backend gpu --cpu N --tblout --domtblout --pfamtblout
    --summary` on the whole database, as a subprocess: timed from files to the three tables.
+   Then `viterbi.py --throughput-only` on the same models: the Viterbi kernel alone
+   (`viterbi_tcups`; in the run its launches share the GPU, `viterbi_tcups_in_run`).
 5. The peer: `pyhmmer.hmmsearch(hmms, sequences, cpus=N)` in this process, data preloaded
    (reading timed separately), fully consumed; its tables are written afterwards (untimed)
    and compared with gpuhmm's, all lines but gpuhmm's trailing footer.
@@ -433,7 +435,7 @@ def main(argv=None):
                 wall = run_timed(command, work / "gpuhmm.log", env)
             summary = read_summary(summary_path) or {}
             result["wall_s"] = round(wall, 3)
-            result["viterbi_tcups"] = viterbi_tcups(summary)
+            result["viterbi_tcups_in_run"] = viterbi_tcups(summary)
             cells = result["cells"]
             result["gpuhmm"] = {
                 "wall_s": round(wall, 3),
@@ -454,6 +456,21 @@ def main(argv=None):
                 f"stages {result['gpuhmm']['stages_s']}")
 
         step("gpuhmm", gpuhmm_full)
+
+        # 4b. the Viterbi kernel alone on these models (in the run it shares the GPU with the
+        # other threads' kernels, so its launches' spans there overstate its time)
+        def viterbi_kernel():
+            if args.backend == "cpu":
+                return
+            out_json = work / "viterbi.json"
+            run_timed([sys.executable, str(HERE / "viterbi.py"), "--models", str(state["models_path"]),
+                       "--proteome", str(args.proteome), "--throughput-only", "--out", str(out_json)],
+                      work / "viterbi.log", env)
+            result["viterbi"] = json.loads(out_json.read_text())["throughput"]
+            result["viterbi_tcups"] = result["viterbi"]["tcups"]
+            log(f"Viterbi kernel alone: {result['viterbi_tcups']} TCUPS")
+
+        step("viterbi kernel", viterbi_kernel)
 
         # 5. the peer: pyhmmer.hmmsearch in this process, data preloaded
         def peer():
