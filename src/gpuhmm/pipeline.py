@@ -138,7 +138,7 @@ def run_task(work):
     filtered = None
     stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        filtered = shard.filter(models, arguments, stage_seconds)
+        filtered = _filter_in_batches(shard, models, arguments, stage_seconds, task.shard)
     hits, counts = [], {}
     for index, model in enumerate(models):
         if filtered is None:
@@ -157,6 +157,25 @@ def run_task(work):
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds)
+
+
+def _filter_in_batches(shard, models, arguments, timings, shard_index):
+    """The GPU filters of `models` against `shard`. A batch the GPU has no memory for (CuPy's
+    OutOfMemoryError is a MemoryError) is split in two and each half retried, down to one
+    model; the filters' results do not depend on how the models are batched."""
+    try:
+        return shard.filter(models, arguments, timings)
+    except MemoryError as error:
+        if len(models) == 1:
+            raise GpuhmmError(
+                f"database shard {shard_index}",
+                f"the GPU ran out of memory filtering model {models[0].name} against it ({error}); "
+                f"split the database into more shards (--db-shards)") from error
+        half = len(models) // 2
+        log.warning("GPU out of memory filtering %d models against database shard %d (%s); "
+                    "retrying them as batches of %d and %d", len(models), shard_index, error, half, len(models) - half)
+        return (_filter_in_batches(shard, models[:half], arguments, timings, shard_index)
+                + _filter_in_batches(shard, models[half:], arguments, timings, shard_index))
 
 
 _per_thread = threading.local()

@@ -1,0 +1,111 @@
+"""Faults a long scan meets: the GPU running out of memory, and a Dask worker dying mid-scan.
+Either way the tables must still be hmmsearch's."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
+from gpuhmm import pipeline, prefilter
+from gpuhmm.cli import main
+
+CASES = golden_cases()
+RUNS = golden_runs()
+
+
+def _search(tmp_path, run, *options):
+    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    status = main([
+        "search", "--cpu", "2", *options,
+        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+        str(DATA / RUNS[run]["hmmfile"]), str(DATA / RUNS[run]["seqfile"]),
+    ])
+    return status, outputs
+
+
+def _assert_goldens(outputs, run):
+    for kind in RUNS[run]["cases"]["defaults"]:
+        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.defaults.{kind}")
+
+
+class ScarceMemoryEngine(prefilter.ReferenceEngine):
+    """The numpy kernels on a device with room for the SSV output of at most `room` models at
+    once; more raises MemoryError, the base of CuPy's OutOfMemoryError."""
+
+    def __init__(self, room):
+        super().__init__(90, warps=8)
+        self.room = room
+        self.refused = 0
+
+    def f1_sieve(self, groups, shard):
+        models = sum(len(group_models) for _, _, group_models, _ in groups)
+        if models > self.room:
+            self.refused += 1
+            raise MemoryError(f"out of memory to allocate {5 * models * shard.sequences} bytes")
+        return super().f1_sieve(groups, shard)
+
+
+@pytest.fixture
+def scarce_gpu(monkeypatch):
+    def install(room):
+        engine = ScarceMemoryEngine(room)
+        monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
+        monkeypatch.setattr(pipeline, "_gpu", [engine])
+        return engine
+    return install
+
+
+def test_out_of_gpu_memory_splits_the_batch(tmp_path, scarce_gpu, capsys):
+    engine = scarce_gpu(room=1)
+    status, outputs = _search(tmp_path, "tiny_proteins", "--backend", "gpu", "--model-shards", "1")
+    assert status == 0
+    _assert_goldens(outputs, "tiny_proteins")
+    assert engine.refused == 2  # 3 models → 1 + 2, then 2 → 1 + 1
+    log = capsys.readouterr().err
+    assert "GPU out of memory filtering 3 models against database shard 0" in log
+    assert "GPU out of memory filtering 2 models against database shard 0" in log
+
+
+def test_out_of_gpu_memory_for_one_model_stops_with_advice(tmp_path, scarce_gpu, capsys):
+    scarce_gpu(room=0)
+    status, outputs = _search(tmp_path, "tiny_proteins", "--backend", "gpu")
+    assert status != 0
+    error = capsys.readouterr().err
+    assert "database shard 0" in error and "--db-shards" in error
+    assert not any(path.exists() for path in outputs.values())
+
+
+class DieOnce(WorkerPlugin):
+    """A worker plugin: the first worker to start a task of the scan dies at once, as a killed
+    process does (no clean-up); a marker file keeps its restarted self and the others alive."""
+
+    name = "gpuhmm-test-die-once"
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing" and "run_task" in str(key):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            os._exit(9)
+
+
+def test_a_worker_dying_mid_scan_changes_no_table(tmp_path):
+    import distributed
+
+    marker = tmp_path / "died"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=logging.CRITICAL) as cluster, distributed.Client(cluster) as client:
+        client.register_plugin(DieOnce(marker))
+        status, outputs = _search(tmp_path, "proteins", "--backend", "cpu", "--scheduler", cluster.scheduler_address,
+                                  "--db-shards", "3", "--model-shards", "4")
+    assert marker.exists()  # a worker did die with a task of the scan under way
+    assert status == 0
+    _assert_goldens(outputs, "proteins")
