@@ -15,9 +15,10 @@ from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 pytestmark = pytest.mark.slow
 
 
-def _snakemake(workdir, *arguments, check=True):
+def _snakemake(workdir, *arguments, check=True, tools=None):
     environment = dict(os.environ)
-    environment["PATH"] = str(Path(sys.executable).parent) + os.pathsep + environment["PATH"]
+    environment["PATH"] = os.pathsep.join(
+        [*([str(tools)] if tools else []), str(Path(sys.executable).parent), environment["PATH"]])
     process = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *arguments],
         capture_output=True, text=True, env=environment,
@@ -122,3 +123,67 @@ def test_slurm_profile_dry_runs(tmp_path):
     searches = [line for line in plan.splitlines() if "engine=--backend" in line]
     assert len(searches) == 2
     assert all("gpu=1" in line and "gpu_model=h100" in line and "cpus_per_task=16" in line for line in searches)
+
+
+#: Stand-ins for SLURM's commands: sbatch records its arguments, runs the job script here and
+#: prints a job id; sacct and squeue report the jobs run so far; sinfo names one default
+#: partition; srun runs the job step's command. So the executor plugin drives a real run.
+FAKE_SLURM = {
+    "sbatch": """
+import fcntl, subprocess, sys
+from pathlib import Path
+here = Path(__file__).parent
+script = sys.stdin.read()
+with open(here / "lock", "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(here / "submissions.txt", "a") as log:
+        log.write(" ".join(sys.argv[1:]) + "\\n")
+    job = sum(1 for _ in open(here / "submissions.txt"))
+    fcntl.flock(lock, fcntl.LOCK_UN)
+state = "COMPLETED" if subprocess.run(["bash", "-c", script], capture_output=True).returncode == 0 else "FAILED"
+with open(here / "lock", "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(here / "states.txt", "a") as log:
+        log.write(f"{job}|{state}\\n")
+print(job)
+""",
+    "sacct": """
+from pathlib import Path
+states = Path(__file__).parent / "states.txt"
+print(states.read_text() if states.exists() else "", end="")
+""",
+    "sinfo": """
+print("PARTITION\\ngpu*")
+""",
+    "srun": """
+import os, sys
+arguments = sys.argv[1:]
+while arguments and arguments[0].startswith("-"):
+    arguments.pop(0)
+os.execvp(arguments[0], arguments)
+""",
+}
+
+
+def test_slurm_profile_submits_gpu_searches_and_runs_through(tmp_path):
+    """Through the SLURM executor plugin, with stand-ins for SLURM's commands: the sbatch calls
+    it makes (a GPU and 16 CPUs for each search job) and the tables of the run."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, code in {**FAKE_SLURM, "squeue": FAKE_SLURM["sacct"]}.items():
+        (tools / name).write_text(f"#!{sys.executable}{code}")
+        (tools / name).chmod(0o755)
+    config = _config(tmp_path)
+    _snakemake(tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config),
+               "--sdm", "env-modules", "--slurm-pass-command-as-script",
+               "--slurm-init-seconds-before-status-checks", "1", tools=tools)
+    submissions = (tools / "submissions.txt").read_text().splitlines()
+    searches = [line for line in submissions if "--comment rule_search" in line]
+    others = [line for line in submissions if "--comment rule_search" not in line]
+    assert len(searches) == 2 and len(others) == 3
+    assert all("--gpus=h100:1" in line and "--cpus-per-task=16" in line and "--mem 64000" in line
+               and "-t 240" in line for line in searches)
+    assert not any("--gpus" in line for line in others)
+    for kind in TABLES:
+        assert_tables_equal(tmp_path / "out" / f"hits.{kind}", GOLDEN / f"proteins.defaults.{kind}")
