@@ -59,15 +59,19 @@ def scarce_gpu(monkeypatch):
     return install
 
 
-def test_out_of_gpu_memory_splits_the_batch(tmp_path, scarce_gpu, capsys):
+def test_out_of_gpu_memory_splits_the_batch(tmp_path, scarce_gpu, caplog):
     engine = scarce_gpu(room=1)
-    status, outputs = _search(tmp_path, "tiny_proteins", "--backend", "gpu", "--model-shards", "1")
+    gpuhmm_log = logging.getLogger("gpuhmm")
+    gpuhmm_log.addHandler(caplog.handler)  # the CLI's own handler does not propagate
+    try:
+        status, outputs = _search(tmp_path, "tiny_proteins", "--backend", "gpu", "--model-shards", "1")
+    finally:
+        gpuhmm_log.removeHandler(caplog.handler)
     assert status == 0
     _assert_goldens(outputs, "tiny_proteins")
     assert engine.refused == 2  # 3 models → 1 + 2, then 2 → 1 + 1
-    log = capsys.readouterr().err
-    assert "GPU out of memory filtering 3 models against database shard 0" in log
-    assert "GPU out of memory filtering 2 models against database shard 0" in log
+    assert "GPU out of memory filtering 3 models against database shard 0" in caplog.text
+    assert "GPU out of memory filtering 2 models against database shard 0" in caplog.text
 
 
 def test_out_of_gpu_memory_for_one_model_stops_with_advice(tmp_path, scarce_gpu, capsys):

@@ -122,7 +122,7 @@ def _build_parser():
 
 
 def _search(args, command):
-    from .cluster import DaskExecutor, available_cpus
+    from .cluster import DaskExecutor, available_cpus, local_gpus
 
     options = SearchOptions.from_mapping(
         {name: getattr(args, name) for name in (
@@ -131,7 +131,7 @@ def _search(args, command):
         source="gpuhmm search",
     )
     # Dask takes longer to import and start than everything else: start it first.
-    executor = DaskExecutor(args.scheduler, args.cpu or available_cpus())
+    executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
     from .runner import hmmsearch
 
     hmmsearch(

@@ -1,16 +1,21 @@
-"""The Dask side: the only module that imports dask/distributed.
+"""The Dask side: the only module that imports dask/distributed (and dask_cuda).
 
 A search runs its tasks on a Dask cluster: an existing scheduler (`--scheduler ADDRESS`, e.g.
-a `dask scheduler` with workers on many nodes) or, by default, a `LocalCluster` started here.
-pyhmmer releases the GIL, so the local cluster is one in-process worker with one thread per
-core: tasks share the resident database shards. Task arguments are still serialized, so they
+a `dask scheduler` with workers on many nodes) or one started here. On a node with several
+GPUs that is dask_cuda's `LocalCUDACluster`, one worker process per GPU; otherwise a
+`LocalCluster` of one in-process worker with one thread per core (pyhmmer releases the GIL),
+whose tasks share the database shards held in memory. Task arguments are serialized, so they
 stay small (a database is passed by reference to its files or to shards held in memory).
+Where a cluster has several workers, each database shard has a home worker that its tasks
+prefer, so that it is loaded once and stays resident there.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import subprocess
 import threading
 import time
 
@@ -32,6 +37,32 @@ QUIET_WORKER = {
 }
 
 
+def local_gpus(backend):
+    """The GPUs a cluster started here gives a worker each: none for the CPU backend, nor for
+    `auto` without dask_cuda installed (the CPU path then runs as it would anywhere)."""
+    if backend == "cpu" or (backend == "auto" and importlib.util.find_spec("dask_cuda") is None):
+        return 0
+    return _visible_gpus()
+
+
+def _visible_gpus():
+    """The GPUs this process may use, counted without starting CUDA: CUDA_VISIBLE_DEVICES's
+    entries where it is set, else `nvidia-smi --list-gpus`'s (none without it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = 0
+        for entry in visible.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):  # CUDA stops at an invalid entry
+                break
+            count += 1
+        return count
+    try:
+        listing = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in listing.stdout.splitlines()) if listing.returncode == 0 else 0
+
+
 def available_cpus():
     """The cores this process may run on (a batch job's allocation, not the whole node)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -44,9 +75,10 @@ class DaskExecutor:
     starting workers overlaps with reading the inputs.
     """
 
-    def __init__(self, scheduler=None, workers=1):
+    def __init__(self, scheduler=None, workers=1, gpus=0):
         self.scheduler = scheduler
         self.workers = workers
+        self.gpus = 0 if scheduler else gpus
         self._client = None
         self._cluster = None
         self._error = None
@@ -60,6 +92,21 @@ class DaskExecutor:
 
             if self.scheduler:
                 self._client = distributed.Client(self.scheduler, timeout="30s")
+            elif self.gpus > 1:
+                try:
+                    from dask_cuda import LocalCUDACluster
+                except ImportError as error:
+                    raise GpuhmmError("dask_cuda", f"{self.gpus} GPUs need it for their workers ({error}); "
+                                      "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU") from error
+
+                dask.config.set(QUIET_WORKER)
+                self._cluster = LocalCUDACluster(
+                    n_workers=self.gpus,
+                    threads_per_worker=max(1, self.workers // self.gpus),
+                    dashboard_address=":0",
+                    silence_logs=logging.CRITICAL,
+                )
+                self._client = distributed.Client(self._cluster)
             else:
                 dask.config.set(QUIET_WORKER)
                 self._cluster = distributed.LocalCluster(
@@ -84,24 +131,37 @@ class DaskExecutor:
             raise self._error
         return self._client
 
+    @property
+    def in_process(self):
+        """Whether the workers run in this process (and can share its memory)."""
+        return self.scheduler is None and self.gpus <= 1
+
     def describe(self):
         client = self.client()
         workers = client.scheduler_info().get("workers", {})
         threads = sum(worker.get("nthreads", 0) for worker in workers.values())
-        where = self.scheduler or "LocalCluster"
+        where = self.scheduler or ("LocalCUDACluster" if self.gpus > 1 else "LocalCluster")
         return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
 
-    def run(self, function, items, cells):
-        """Yield function(item) for every item as it completes; `cells` weighs progress."""
+    def worker_count(self):
+        return len(self.client().scheduler_info().get("workers", {}))
+
+    def run(self, function, items, cells, shards):
+        """Yield function(item) for every item as it completes; `cells` weighs progress and
+        `shards` names each item's database shard: with as many shards as workers or more,
+        shard s's items prefer worker s mod workers. The preference is loose: an idle worker
+        may still take them (loading the shard), and a lost worker's go elsewhere."""
         import distributed
 
         client = self.client()
+        workers = sorted(client.scheduler_info().get("workers", {}))
+        homes = len(workers) > 1 and len(set(shards)) >= len(workers)
         total_cells = sum(cells) or 1
-        # Larger tasks were put first; a higher priority keeps Dask from reordering them.
-        futures = {
-            client.submit(function, item, pure=False, priority=len(items) - index): weight
-            for index, (item, weight) in enumerate(zip(items, cells))
-        }
+        futures = {}
+        for index, (item, weight, shard) in enumerate(zip(items, cells, shards)):
+            placement = {"workers": [workers[shard % len(workers)]], "allow_other_workers": True} if homes else {}
+            # Larger tasks were put first; a higher priority keeps Dask from reordering them.
+            futures[client.submit(function, item, pure=False, priority=len(items) - index, **placement)] = weight
         started = last_report = time.perf_counter()
         done_cells = 0
         for done, future in enumerate(distributed.as_completed(futures), start=1):

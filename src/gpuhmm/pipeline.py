@@ -106,7 +106,7 @@ def plan_tasks(models, database, model_groups, slots):
 def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu"):
     """Search `models` against every shard of `database` on `executor`.
 
-    `executor.run(function, items, cells)` must yield each function(item) as it completes.
+    `executor.run(function, items, cells, shards)` must yield each function(item) as it completes.
     """
     started = time.perf_counter()
     tasks = plan_tasks(models, database, model_groups, slots)
@@ -115,7 +115,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
     work = [(task, [models[position] for position in task.positions], database, arguments, backend)
             for task in tasks]
-    for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks]):
+    for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks], shards=[task.shard for task in tasks]):
         for position, hits in zip(outcome.task.positions, outcome.hits):
             per_model[position][outcome.task.shard] = hits
         for name, count in outcome.filter_counts.items():

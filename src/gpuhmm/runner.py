@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from . import merge, models, pipeline, seqdb
-from .cluster import DaskExecutor, available_cpus
+from .cluster import DaskExecutor, available_cpus, local_gpus
 from .errors import GpuhmmError
 from .options import SearchOptions
 
@@ -46,19 +46,18 @@ def hmmsearch(
     """
     stages = []
     cpus = cpus or available_cpus()
-    executor = executor or DaskExecutor(scheduler, cpus)
+    executor = executor or DaskExecutor(scheduler, cpus, gpus=local_gpus(backend))
     with executor, contextlib.ExitStack() as cleanup:
         backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
-        in_process = executor.scheduler is None  # the workers share this process
-        if in_process:
+        if executor.in_process:
             pipeline.start_loading_kernels(hmms, backend)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
-        database = _open_database(sequences, hmms, db_shards, cleanup, in_process)
+        database = _open_database(sequences, hmms, db_shards, cleanup, executor)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
 
         if model_shards is not None:
@@ -157,9 +156,10 @@ def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfa
     return merged
 
 
-def _open_database(sequences, hmms, db_shards, cleanup, in_process):
+def _open_database(sequences, hmms, db_shards, cleanup, executor):
     """A makedb directory as it is, or a FASTA file sharded: in memory for workers in this
-    process, into a temporary database for a cluster's."""
+    process, into a temporary database for a cluster's, with a shard for every worker at
+    least."""
     wanted = seqdb.alphabet_name(hmms[0].alphabet) if hmms else None
     path = Path(sequences)
     if path.is_dir() or path.name == seqdb.MANIFEST:
@@ -170,12 +170,12 @@ def _open_database(sequences, hmms, db_shards, cleanup, in_process):
     guessed = seqdb.guess_alphabet(path)
     if wanted and guessed and guessed != wanted:
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
-    if in_process:
+    if executor.in_process:
         database = seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
         cleanup.callback(seqdb.release, database)
         return database
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
-    return seqdb.makedb(path, workdir, db_shards, alphabet=wanted or guessed)
+    return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted or guessed)
 
 
 def gpu_stage_summary(stage_seconds):

@@ -1,0 +1,45 @@
+"""Choosing the cluster: GPUs counted without CUDA, and several workers given a shard each."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import distributed
+import pytest
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal
+from gpuhmm import cluster
+from gpuhmm.cli import main
+
+
+@pytest.mark.parametrize("visible, count", [("0,1,2", 3), ("GPU-5f2c,GPU-77ab", 2), ("1,-1,0", 1), ("", 0), ("-1", 0)])
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch, visible, count):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr(cluster.importlib.util, "find_spec", lambda name: object())
+    assert cluster.local_gpus("gpu") == count
+    assert cluster.local_gpus("auto") == count
+    assert cluster.local_gpus("cpu") == 0
+
+
+def test_auto_without_dask_cuda_keeps_the_local_cluster(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(cluster.importlib.util, "find_spec", lambda name: None)
+    assert cluster.local_gpus("auto") == 0
+    assert cluster.local_gpus("gpu") == 2
+
+
+def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
+    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=logging.CRITICAL) as local:
+        status = main([
+            "search", "--backend", "cpu", "--scheduler", local.scheduler_address, "--db-shards", "1",
+            "--summary", str(tmp_path / "summary.json"),
+            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+            str(DATA / "pfam-test.h3m.gz"), str(DATA / "proteins.faa"),
+        ])
+    assert status == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["db_shards"] == 2
+    for kind in TABLES:
+        assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
