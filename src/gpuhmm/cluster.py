@@ -92,34 +92,24 @@ class DaskExecutor:
 
             if self.scheduler:
                 self._client = distributed.Client(self.scheduler, timeout="30s")
-            elif self.gpus > 1:
+                return
+            dask.config.set(QUIET_WORKER)
+            # Any free dashboard port: many searches may start side by side on one node. A
+            # failed task is re-raised in the client; the worker's own traceback would only
+            # bury the one-line error.
+            common = {"dashboard_address": ":0", "silence_logs": logging.CRITICAL}
+            if self.gpus > 1:
                 try:
                     from dask_cuda import LocalCUDACluster
                 except ImportError as error:
                     raise GpuhmmError("dask_cuda", f"{self.gpus} GPUs need it for their workers ({error}); "
                                       "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU") from error
-
-                dask.config.set(QUIET_WORKER)
                 self._cluster = LocalCUDACluster(
-                    n_workers=self.gpus,
-                    threads_per_worker=max(1, self.workers // self.gpus),
-                    dashboard_address=":0",
-                    silence_logs=logging.CRITICAL,
-                )
-                self._client = distributed.Client(self._cluster)
+                    n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common)
             else:
-                dask.config.set(QUIET_WORKER)
                 self._cluster = distributed.LocalCluster(
-                    n_workers=1,
-                    threads_per_worker=self.workers,
-                    processes=False,
-                    # Any free port: many searches may start side by side on one node.
-                    dashboard_address=":0",
-                    # A failed task is re-raised in the client; the worker's own traceback
-                    # would only bury the one-line error.
-                    silence_logs=logging.CRITICAL,
-                )
-                self._client = distributed.Client(self._cluster)
+                    n_workers=1, threads_per_worker=self.workers, processes=False, **common)
+            self._client = distributed.Client(self._cluster)
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
