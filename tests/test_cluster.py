@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 
+import dask
 import distributed
 import pytest
+import yaml
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal
+from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 from gpuhmm import cluster
 from gpuhmm.cli import main
 
@@ -43,3 +45,17 @@ def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["db_shards"] == 2
     for kind in TABLES:
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
+
+
+def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
+    """profiles/dask-slurm: the job script dask-jobqueue's SLURMCluster would submit."""
+    dask_jobqueue = pytest.importorskip("dask_jobqueue")
+    settings = yaml.safe_load((ROOT / "profiles" / "dask-slurm" / "jobqueue.yaml").read_text())["jobqueue"]["slurm"]
+    with dask.config.set({f"jobqueue.slurm.{name}": value for name, value in settings.items()}):
+        with dask_jobqueue.SLURMCluster(scheduler_options={"dashboard_address": ":0"}) as slurm:
+            script = slurm.job_script()
+    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gpus=1" in directives
+    assert "#SBATCH --cpus-per-task=16" in directives
+    assert "#SBATCH -t 04:00:00" in directives
+    assert "--nthreads 16" in script and "distributed.cli.dask_worker" in script
