@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from pathlib import Path
 
 import dask
 import distributed
@@ -59,3 +61,15 @@ def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
     assert "#SBATCH --cpus-per-task=16" in directives
     assert "#SBATCH -t 04:00:00" in directives
     assert "--nthreads 16" in script and "distributed.cli.dask_worker" in script
+
+
+def _leave_mark(directory):
+    Path(directory, str(os.getpid())).touch()
+
+
+def test_start_everywhere_reaches_every_worker(tmp_path):
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=logging.CRITICAL) as local:
+        with cluster.DaskExecutor(local.scheduler_address) as executor:
+            executor.start_everywhere(_leave_mark, str(tmp_path))
+    assert len(list(tmp_path.iterdir())) == 2

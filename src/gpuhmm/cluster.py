@@ -133,6 +133,11 @@ class DaskExecutor:
         where = self.scheduler or ("LocalCUDACluster" if self.gpus > 1 else "LocalCluster")
         return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
 
+    def start_everywhere(self, function, *arguments):
+        """Call function(*arguments) on every worker; it should start its work in the
+        background and return at once."""
+        self.client().run(function, *arguments)
+
     def worker_count(self):
         return len(self.client().scheduler_info().get("workers", {}))
 

@@ -267,13 +267,12 @@ _gpu_lock = threading.Lock()
 _gpu = []
 
 
-def start_loading_kernels(models, backend):
-    """On the GPU backend, load the kernels the models need in a background thread, so that
-    reading the database overlaps it. For this process's workers only: a cluster's workers
-    load their own."""
+def start_loading_kernels(lengths, backend):
+    """On the GPU backend, load the kernels that models of these lengths need in a background
+    thread, so that reading the database overlaps it. Runs in this process (for its in-process
+    workers) or on every worker of a cluster (`DaskExecutor.start_everywhere`)."""
     if backend != "gpu":
         return
-    lengths = [model.M for model in models]
 
     def load():
         try:

@@ -52,8 +52,11 @@ def hmmsearch(
         started = time.perf_counter()
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+        lengths = [hmm.M for hmm in hmms]
         if executor.in_process:
-            pipeline.start_loading_kernels(hmms, backend)
+            pipeline.start_loading_kernels(lengths, backend)
+        elif backend == "gpu":
+            executor.start_everywhere(pipeline.start_loading_kernels, lengths, backend)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
