@@ -126,9 +126,12 @@ class DaskExecutor:
         """Whether the workers run in this process (and can share its memory)."""
         return self.scheduler is None and self.gpus <= 1
 
+    def _workers(self):
+        """The cluster's workers now: address → Dask's description."""
+        return self.client().scheduler_info().get("workers", {})
+
     def describe(self):
-        client = self.client()
-        workers = client.scheduler_info().get("workers", {})
+        workers = self._workers()
         threads = sum(worker.get("nthreads", 0) for worker in workers.values())
         where = self.scheduler or ("LocalCUDACluster" if self.gpus > 1 else "LocalCluster")
         return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
@@ -139,7 +142,7 @@ class DaskExecutor:
         self.client().run(function, *arguments)
 
     def worker_count(self):
-        return len(self.client().scheduler_info().get("workers", {}))
+        return len(self._workers())
 
     def run(self, function, items, cells, shards):
         """Yield function(item) for every item as it completes; `cells` weighs progress and
@@ -149,7 +152,7 @@ class DaskExecutor:
         import distributed
 
         client = self.client()
-        workers = sorted(client.scheduler_info().get("workers", {}))
+        workers = sorted(self._workers())
         homes = len(workers) > 1 and len(set(shards)) >= len(workers)
         total_cells = sum(cells) or 1
         futures = {}

@@ -181,8 +181,7 @@ viterbi_filter(const uint8_t *__restrict__ residues, const long long *__restrict
                 }
             }
         }
-        // Rows every working group of the warp runs before the first of them ends its sequence:
-        // they run without per-row checks for starts and ends.
+        // The stretch: rows every working group runs before the first of them ends its sequence.
         constexpr int NO_ROWS_LEFT = 0x7fffffff;
         const int steps = __reduce_min_sync(FULL, active ? length - row : NO_ROWS_LEFT);
         if (steps == NO_ROWS_LEFT) break;
