@@ -66,3 +66,28 @@ def test_gpu_equals_reference_raw_outputs(pfam_test_data):
             else:
                 assert np.array_equal(engine.msv(choice, blocks, [model], shard.tjb, shard.sequences),
                                       reference.msv(choice, blocks, [model], shard.tjb, shard.sequences))
+
+
+def test_kernels_load_from_the_disk_cache(pfam_test_data, tmp_path, monkeypatch):
+    """A second engine (as a second process would) loads each specialization from gpuhmm's disk
+    cache, and gives the same scores as the engine that compiled it."""
+    from gpuhmm import gpu, msv, prefilter
+
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    hmms, sequences = pfam_test_data
+    shard = filter_shard(sequences[:200])
+    models = msv.msv_models(hmms[:4])
+    outcomes = []
+    for round in range(2):
+        if round:
+            def no_compiling(*arguments):
+                raise AssertionError("compiled again")
+            monkeypatch.setattr(gpu, "_nvrtc", no_compiling)
+        engine = gpu.GpuEngine()
+        outcomes.append(per_model(prefilter.f1_filter(engine, models, shard, 1.0), len(models), shard.sequences))
+        assert engine._cache_failures == 0
+    stored = sorted(tmp_path.glob("gpuhmm-*.bin"))
+    assert stored and len(stored) == len(list(tmp_path.glob("gpuhmm-*.name")))
+    for first, second in zip(*outcomes):
+        for a, b in zip(first, second):
+            assert np.array_equal(a, b)

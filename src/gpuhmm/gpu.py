@@ -2,19 +2,21 @@
 
 Kernels are CUDA C++ templates in `kernels/`, specialized at run time through NVRTC
 (`RawModule(name_expressions=...)`): sequences per warp S, words per thread H, the stage,
-the lane arithmetic and the table cell width. CuPy caches each compiled module on disk
-(under `$CUPY_CACHE_DIR`, by default ~/.cache/gpuhmm/kernels), keyed by the full source, so a
-change to a header recompiles. Warp blocks stay resident on the device for as long as the
-host object that describes them lives.
+the lane arithmetic and the table cell width. Each specialization is compiled once per machine
+and kept on disk (`kernelcache`, under `$CUPY_CACHE_DIR`, by default ~/.cache/gpuhmm/kernels),
+keyed by the full source, so a change to a header recompiles. A shard's device data stays
+resident for as long as the host object it was made from lives.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import re
 import threading
+import weakref
 from pathlib import Path
 
 os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
@@ -22,9 +24,10 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import biasfilter, fwdfilter, msv, tuning, vitlayout  # noqa: E402
+from . import biasfilter, fwdfilter, kernelcache, msv, tuning, vitlayout  # noqa: E402
 from .warpblocks import model_tables  # noqa: E402
 
+log = logging.getLogger("gpuhmm")
 KERNELS = Path(__file__).parent / "kernels"
 LANES = {"dpx16": "gpuhmm::Lanes16", "simd8": "gpuhmm::Lanes8", "vit16": "gpuhmm::Vit16", "vit32": "gpuhmm::Vit32"}
 STAGES = {"ssv": 0, "msv": 1}
@@ -38,6 +41,24 @@ MSV_PAIR_PARAMETERS = np.dtype([("base", "<i4"), ("bias", "<i4"), ("tbm", "<i4")
                                 ("offset", "<i8")], align=True)
 #: fwd.cu's ForwardParameters, field for field (C layout: 8-byte aligned).
 FORWARD_PARAMETERS = np.dtype([("e_move", "<f4"), ("e_loop", "<f4"), ("blocks", "<i4"), ("offset", "<i8")], align=True)
+
+
+#: What CuPy's RawModule adds to the options it is given before it calls NVRTC; `_nvrtc` calls
+#: NVRTC through CuPy's compiler directly, so it adds them itself, for identical binaries.
+_CUPY_ADDED_OPTIONS = ("-ftz=true",)
+
+
+def _nvrtc(code, expression, options):
+    """(binary, lowered name) of one specialization, as CuPy's RawModule would compile it."""
+    from cupy.cuda import compiler
+
+    binary, lowered = compiler.compile_using_nvrtc(code, options, name_expressions=[expression])
+    name = lowered[expression]
+    return binary, name.decode() if isinstance(name, bytes) else name
+
+
+def _load_binary(path, lowered):
+    return cupy.RawModule(path=str(path)).get_function(lowered)
 
 
 def device_count():
@@ -78,6 +99,7 @@ class GpuEngine:
         self.compute_capability = table_capability or self.architecture
         self.multiprocessors = properties["multiProcessorCount"]
         self.shared_memory_limit = properties["sharedMemPerBlockOptin"]
+        self.memory_bytes = properties["totalGlobalMem"]
         self._kernels = {}
         self._resident = {}
         # Worker threads share the engine. Each thread issues its calls on a stream of its own,
@@ -85,7 +107,8 @@ class GpuEngine:
         # locks guard only the shared caches (compiled kernels, resident arrays).
         self._compile_lock = threading.Lock()
         self._kernel_locks = {}
-        self._resident_lock = threading.RLock()
+        self._cache_failures = 0
+        self._resident_lock = threading.RLock()  # a weak reference may call back while it is held
         self._thread = threading.local()
 
     @contextlib.contextmanager
@@ -121,7 +144,7 @@ class GpuEngine:
         return self._compiled("fwd.cu", f"gpuhmm::forward_filter<{choice.cta_warps}>", choice.shared_bytes)
 
     def preload(self, lengths):
-        """Load (from CuPy's disk cache, or compile) the kernels a search of models of these
+        """Load (from the disk cache, or compile) the kernels a search of models of these
         lengths runs, before its first tasks need them. Vit32, which runs only the pairs Vit16
         cannot vouch for, is left to load on first use."""
         cc = self.compute_capability
@@ -141,29 +164,37 @@ class GpuEngine:
                     load(choice)
 
     def _compiled(self, source, expression, shared=0):
-        """One specialization of a kernel template, compiled once (CuPy caches it on disk).
-        Threads compiling different specializations do not wait for each other."""
+        """One specialization of a kernel template, loaded once per process (and compiled once
+        per machine, `kernelcache`). Threads loading different specializations do not wait for
+        each other."""
         with self._compile_lock:
             lock = self._kernel_locks.setdefault(expression, threading.Lock())
         with lock:
             if expression not in self._kernels:
-                module = cupy.RawModule(
-                    code=_source(source),
-                    options=("-std=c++17", f"--gpu-architecture=sm_{self.architecture}"),
-                    name_expressions=[expression],
-                )
-                self._kernels[expression] = module.get_function(expression)
+                self._kernels[expression] = self._load(_source(source), expression)
             function = self._kernels[expression]
             if shared > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared:
                 function.max_dynamic_shared_size_bytes = shared
             return function
 
+    def _load(self, code, expression):
+        options = ("-std=c++17", f"--gpu-architecture=sm_{self.architecture}")
+        try:
+            return kernelcache.cached_kernel(
+                os.environ["CUPY_CACHE_DIR"], code, expression, options + _CUPY_ADDED_OPTIONS,
+                (cupy.__version__, cupy.cuda.nvrtc.getVersion()), _nvrtc, _load_binary)
+        except Exception as error:  # CuPy's compile below raises a kernel's own errors in full
+            report = log.debug if self._cache_failures else log.warning
+            self._cache_failures += 1
+            report("kernel disk cache unusable for %s (%s: %s); compiling in this process",
+                   expression, type(error).__name__, error)
+        module = cupy.RawModule(code=code, options=options, name_expressions=[expression])
+        return module.get_function(expression)
+
     def _device_blocks(self, blocks):
         """The warp blocks on the device, laid out there (layout.cu) from the resident residues."""
-        key = id(blocks)
-        with self._resident_lock:
-            if key in self._resident and self._resident[key][0] is blocks:
-                return self._resident[key][1]
+
+        def lay_out():
             residues, offsets = blocks.source
             members = blocks.column_sequences.astype(np.int64)
             block_start = cupy.asarray(blocks.block_start)
@@ -175,16 +206,38 @@ class GpuEngine:
                      cupy.asarray((offsets[members + 1] - offsets[members]).astype(np.int32)),
                      cupy.asarray(blocks.sequence_column), cupy.asarray(blocks.sequence_row), block_start,
                      np.int32(blocks.S), data))
-            arrays = {
+            return {
                 "data": data,
                 "block_start": block_start,
                 "heights": cupy.asarray(blocks.heights),
                 "column_start": cupy.asarray(blocks.column_start),
                 "column_sequences": cupy.asarray(blocks.column_sequences),
             }
-            cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use them
-            self._resident[key] = (blocks, arrays)
-            return arrays
+
+        return self._kept_resident(blocks, "warp blocks", lay_out)
+
+    def _kept_resident(self, owner, what, make):
+        """Device data made from `owner` by make(), made once and kept for as long as `owner`
+        lives: a shard's device copies go when the worker lets the shard go. Each entry has its
+        own lock, so a thread waiting for its upload or layout (behind other threads' kernels)
+        holds up only the threads that need the same data."""
+        key = (id(owner), what)
+        with self._resident_lock:
+            entry = self._resident.get(key)
+            if entry is None or entry.owner() is not owner:
+                forget = functools.partial(self._forget_resident, key)
+                entry = self._resident[key] = _Resident(weakref.ref(owner, forget))
+        with entry.lock:
+            if entry.value is None:
+                value = make()
+                cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use it
+                entry.value = value
+            return entry.value
+
+    def _forget_resident(self, key, reference):
+        with self._resident_lock:
+            if key in self._resident and self._resident[key].owner is reference:
+                del self._resident[key]
 
     def _tables(self, choice, models):
         """Host side of a warp-block launch: the models' striped tables and scalars."""
@@ -294,7 +347,7 @@ class GpuEngine:
                 )
                 kernel = self._msv_pairs_kernel((H, cta_warps))
                 prepared.append(((kernel, len(batch.chunk_model), cta_warps, arguments, 0), x_j))
-            _side_by_side([launch for launch, _ in prepared], None)
+            self._side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
     def ssv(self, choice, blocks, models, sequences):
@@ -305,13 +358,7 @@ class GpuEngine:
 
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
-        key = id(array)
-        with self._resident_lock:
-            if key not in self._resident or self._resident[key][0] is not array:
-                copy = cupy.asarray(array)
-                cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use it
-                self._resident[key] = (array, copy)
-            return self._resident[key][1]
+        return self._kept_resident(array, "copy", lambda: cupy.asarray(array))
 
     def _pair_list(self, sequences, batch):
         """The arguments every pair-list kernel (pairs.cuh) starts with: the resident sequences,
@@ -345,7 +392,7 @@ class GpuEngine:
                     cupy.asarray(parameters), *outputs,
                 )
                 prepared.append((self.kernel(choice), choice, batch, arguments, outputs))
-            _side_by_side(
+            self._side_by_side(
                 [(kernel, len(batch.chunk_model), choice.cta_warps, arguments, vitlayout.shared_bytes(choice.striping))
                  for kernel, choice, batch, arguments, _ in prepared], timing)
             return [(cupy.asnumpy(xc), cupy.asnumpy(status)) for *_, (xc, status) in prepared]
@@ -375,7 +422,7 @@ class GpuEngine:
                 )
                 kernel = self._forward_kernel(choice)
                 prepared.append(((kernel, len(batch.chunk_model), choice.cta_warps, arguments, choice.shared_bytes), scores))
-            _side_by_side([launch for launch, _ in prepared], timing)
+            self._side_by_side([launch for launch, _ in prepared], timing)
             return [cupy.asnumpy(scores) for _, scores in prepared]
 
     def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
@@ -402,30 +449,36 @@ class GpuEngine:
 
     def _bias_terms(self, offsets):
         """The bias filter's per-length terms of a resident shard, on the device."""
-        key = ("bias terms", id(offsets))
-        with self._resident_lock:
-            if key not in self._resident or self._resident[key][0] is not offsets:
-                terms = [cupy.asarray(t) for t in biasfilter.length_terms(np.diff(offsets))]
-                cupy.cuda.get_current_stream().synchronize()  # before other threads' streams use them
-                self._resident[key] = (offsets, terms)
-            return self._resident[key][1]
+        return self._kept_resident(offsets, "bias terms",
+                                   lambda: [cupy.asarray(t) for t in biasfilter.length_terms(np.diff(offsets))])
+
+    def _side_by_side(self, launches, timing):
+        """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes),
+        each on a stream of its own (this thread's, made once), so one launch's last long
+        sequences overlap the others' work; with `timing` (a list), appends the seconds from the
+        first start to the last finish on the device (other threads' kernels running meanwhile
+        included)."""
+        streams = self._thread.__dict__.setdefault("side_streams", [])
+        while len(streams) < len(launches):
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+        ready = cupy.cuda.get_current_stream().record()  # the arguments are on the device
+        finished = []
+        for stream, (kernel, chunks, cta_warps, arguments, shared) in zip(streams, launches):
+            if chunks:
+                stream.wait_event(ready)
+                with stream:
+                    kernel((chunks,), (cta_warps * 32,), arguments, shared_mem=shared)
+                finished.append(stream.record())
+        for event in finished:
+            event.synchronize()
+        if timing is not None and finished:
+            timing.append(max(cupy.cuda.get_elapsed_time(ready, event) for event in finished) / 1000.0)
 
 
-def _side_by_side(launches, timing):
-    """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes), each on
-    its own stream, so one launch's last long sequences overlap the others' work; with `timing`
-    (a list), appends the seconds from the first start to the last finish on the device (other
-    threads' kernels running meanwhile included)."""
-    ready = cupy.cuda.get_current_stream().record()  # the arguments are on the device
-    finished = []
-    for kernel, chunks, cta_warps, arguments, shared in launches:
-        if chunks:
-            stream = cupy.cuda.Stream(non_blocking=True)
-            stream.wait_event(ready)
-            with stream:
-                kernel((chunks,), (cta_warps * 32,), arguments, shared_mem=shared)
-            finished.append(stream.record())
-    for event in finished:
-        event.synchronize()
-    if timing is not None and finished:
-        timing.append(max(cupy.cuda.get_elapsed_time(ready, event) for event in finished) / 1000.0)
+class _Resident:
+    """One entry of the engine's resident data: its owner (a weak reference), value and lock."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.value = None
+        self.lock = threading.Lock()
