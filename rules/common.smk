@@ -64,6 +64,8 @@ def search_resources():
     engine = f"--backend {config['backend']}"
     if config["scheduler"] is not None:
         engine += f" --scheduler {shlex.quote(config['scheduler'])}"
+    if config["shard_memory_gb"] is not None:
+        engine += f" --shard-memory {config['shard_memory_gb']}"
     resources = {"engine": engine}
     if config["backend"] == "gpu":
         resources["gpu"] = 1

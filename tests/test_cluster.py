@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 import dask
@@ -67,9 +68,52 @@ def _leave_mark(directory):
     Path(directory, str(os.getpid())).touch()
 
 
-def test_start_everywhere_reaches_every_worker(tmp_path):
+def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=logging.CRITICAL) as local:
         with cluster.DaskExecutor(local.scheduler_address) as executor:
-            executor.start_everywhere(_leave_mark, str(tmp_path))
-    assert len(list(tmp_path.iterdir())) == 2
+            executor.prepare_workers(_leave_mark, str(tmp_path))
+            assert len(list(tmp_path.iterdir())) == 2
+            local.scale(3)  # as a lost worker's replacement would join
+            executor.client().wait_for_workers(3, timeout=60)
+            deadline = time.monotonic() + 30
+            while len(list(tmp_path.iterdir())) < 3 and time.monotonic() < deadline:
+                time.sleep(0.1)
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+def test_resident_shards_keep_within_their_budget(tmp_path):
+    from gpuhmm import pipeline, seqdb
+
+    database = seqdb.makedb(DATA / "proteins.faa", tmp_path / "db", 3)
+    roomy = pipeline.ResidentShards(budget=10**9)
+    for index in (0, 1, 2, 0, 1, 2):
+        roomy.get(database, index, "cpu")
+    assert roomy.loads == 3  # each shard read once, then served from memory
+
+    one_shard = roomy.get(database, 0, "cpu").footprint()
+    tight = pipeline.ResidentShards(budget=one_shard)
+    first = tight.get(database, 0, "cpu")
+    tight.get(database, 1, "cpu")  # over budget: shard 0, least recently used, goes
+    assert tight.get(database, 1, "cpu") is not first and tight.loads == 2
+    assert tight.get(database, 0, "cpu") is not first and tight.loads == 3
+
+
+def test_a_search_whose_shards_do_not_all_fit_still_gives_hmmsearchs_tables(tmp_path, caplog):
+    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    gpuhmm_log = logging.getLogger("gpuhmm")
+    gpuhmm_log.addHandler(caplog.handler)  # the CLI's own handler does not propagate
+    caplog.set_level(logging.INFO, logger="gpuhmm")
+    try:
+        status = main([
+            "search", "--backend", "cpu", "--cpu", "2", "--db-shards", "3", "--model-shards", "3",
+            "--shard-memory", "0.000001",
+            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+            str(DATA / "pfam-test.h3m.gz"), str(DATA / "proteins.faa"),
+        ])
+    finally:
+        gpuhmm_log.removeHandler(caplog.handler)
+    assert status == 0
+    assert "leaves this worker's memory" in caplog.text
+    for kind in TABLES:
+        assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")

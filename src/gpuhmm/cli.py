@@ -38,6 +38,16 @@ def _integer_at_least(minimum):
 _positive_int = _integer_at_least(1)
 
 
+def _gigabytes(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return int(value * 1e9)
+
+
 def _real(text):
     try:
         return float(text)
@@ -99,6 +109,9 @@ def _build_parser():
     engine.add_argument("--scheduler", metavar="ADDRESS", help="existing Dask scheduler [start a LocalCluster]")
     engine.add_argument("--db-shards", type=_positive_int, default=1, metavar="N",
                         help="shards to split a FASTA SEQFILE into [1]")
+    engine.add_argument("--shard-memory", type=_gigabytes, metavar="GB",
+                        help="memory each worker may keep database shards resident in; the least recently used "
+                             "go first [half the GPU's memory; on the CPU backend, half the host's]")
     engine.add_argument("--model-shards", type=_positive_int, metavar="N",
                         help="model groups, balanced by length; tasks = model groups × database shards [auto]")
 
@@ -139,7 +152,8 @@ def _search(args, command):
         tblout=args.tblout, domtblout=args.domtblout, pfamtblout=args.pfamtblout,
         domains=args.domains, summary=args.summary, summary_tsv=args.summary_tsv, hits_file=args.hits,
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
-        db_shards=args.db_shards, model_shards=args.model_shards, command=command, executor=executor,
+        db_shards=args.db_shards, model_shards=args.model_shards, shard_memory=args.shard_memory,
+        command=command, executor=executor,
     )
 
 

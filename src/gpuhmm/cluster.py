@@ -12,6 +12,7 @@ prefer, so that it is loaded once and stays resident there.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -66,6 +67,22 @@ def _visible_gpus():
 def available_cpus():
     """The cores this process may run on (a batch job's allocation, not the whole node)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.cache
+def _search_plugin():
+    """The worker plugin class, defined on first use so that importing this module does not
+    import Dask (cloudpickle sends the class itself to the workers)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class SearchPlugin(WorkerPlugin):
+        def __init__(self, setup, arguments):
+            self.setup_search, self.arguments = setup, arguments
+
+        def setup(self, worker):
+            self.setup_search(*self.arguments)
+
+    return SearchPlugin
 
 
 class DaskExecutor:
@@ -136,30 +153,35 @@ class DaskExecutor:
         where = self.scheduler or ("LocalCUDACluster" if self.gpus > 1 else "LocalCluster")
         return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
 
-    def start_everywhere(self, function, *arguments):
-        """Call function(*arguments) on every worker; it should start its work in the
-        background and return at once."""
-        self.client().run(function, *arguments)
+    def prepare_workers(self, setup, *arguments):
+        """Run setup(*arguments) on every worker now, and on any worker that joins later (one
+        that replaces a lost worker, say), through a Dask worker plugin. A later search's plugin
+        replaces this one. setup should start long work in the background and return at once."""
+        self.client().register_plugin(_search_plugin()(setup, arguments), name="gpuhmm-search")
 
     def worker_count(self):
         return len(self._workers())
 
-    def run(self, function, items, cells, shards):
-        """Yield function(item) for every item as it completes; `cells` weighs progress and
-        `shards` names each item's database shard: with as many shards as workers or more,
+    def run(self, function, items, cells, shards, shared):
+        """Yield function(item, shared) for every item as it completes; `cells` weighs progress
+        and `shards` names each item's database shard: with as many shards as workers or more,
         shard s's items prefer worker s mod workers. The preference is loose: an idle worker
-        may still take them (loading the shard), and a lost worker's go elsewhere."""
+        may still take them (loading the shard), and a lost worker's go elsewhere. `shared`
+        (the models and options every item needs) is sent to every worker once, not with each
+        item: serializing it per item cost seconds per hundred tasks."""
         import distributed
 
         client = self.client()
         workers = sorted(self._workers())
         homes = len(workers) > 1 and len(set(shards)) >= len(workers)
         total_cells = sum(cells) or 1
+        [shared_future] = client.scatter([shared], broadcast=True, hash=False)
         futures = {}
         for index, (item, weight, shard) in enumerate(zip(items, cells, shards)):
             placement = {"workers": [workers[shard % len(workers)]], "allow_other_workers": True} if homes else {}
             # Larger tasks were put first; a higher priority keeps Dask from reordering them.
-            futures[client.submit(function, item, pure=False, priority=len(items) - index, **placement)] = weight
+            future = client.submit(function, item, shared_future, pure=False, priority=len(items) - index, **placement)
+            futures[future] = weight
         started = last_report = time.perf_counter()
         done_cells = 0
         for done, future in enumerate(distributed.as_completed(futures), start=1):

@@ -24,6 +24,8 @@ import numpy as np
 import pyhmmer.easel
 import pyhmmer.plan7
 
+from ._memo import memoized
+
 #: Kernel output for a sequence whose MSV score overflowed (HMMER returns +inf: it passes).
 MSV_OVERFLOW = -1
 
@@ -165,6 +167,10 @@ def f1_outcome(model, best, tjb, null1, lengths, threshold):
 def pair_gains(model, H):
     """kernels/msvpairs.cu's table: int16 [residue][h][lane], bias − cost of node lane·H + h + 1,
     and −255 (a cell that can only fall to 0) past M."""
+    return memoized(model, ("pair gains", H), lambda: _pair_gains(model, H))
+
+
+def _pair_gains(model, H):
     Kp = model.costs.shape[0]
     gains = np.full((Kp, 32 * H), -255, dtype=np.int16)
     gains[:, : model.M] = model.bias - model.costs.astype(np.int16)

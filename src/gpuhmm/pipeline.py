@@ -14,10 +14,13 @@ module free of Dask.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
+import os
 import threading
 import time
+import uuid
 
 import numpy as np
 import pyhmmer.plan7
@@ -106,16 +109,17 @@ def plan_tasks(models, database, model_groups, slots):
 def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu"):
     """Search `models` against every shard of `database` on `executor`.
 
-    `executor.run(function, items, cells, shards)` must yield each function(item) as it completes.
+    `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
+    as it completes.
     """
     started = time.perf_counter()
     tasks = plan_tasks(models, database, model_groups, slots)
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
-    work = [(task, [models[position] for position in task.positions], database, arguments, backend)
-            for task in tasks]
-    for outcome in executor.run(run_task, work, cells=[task.cells for task in tasks], shards=[task.shard for task in tasks]):
+    shared = SharedContext(uuid.uuid4().hex, tuple(models), database, arguments, backend)
+    for outcome in executor.run(run_task, tasks, cells=[task.cells for task in tasks],
+                                shards=[task.shard for task in tasks], shared=shared):
         for position, hits in zip(outcome.task.positions, outcome.hits):
             per_model[position][outcome.task.shard] = hits
         for name, count in outcome.filter_counts.items():
@@ -129,16 +133,29 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     return result
 
 
-def run_task(work):
+@dataclasses.dataclass(frozen=True)
+class SharedContext:
+    """What every task of a search needs, sent to each worker once."""
+
+    search_key: str  # tells one search's configured models from another's on a long-lived worker
+    models: tuple
+    database: object
+    arguments: dict
+    backend: str
+
+
+def run_task(task, shared):
     """Runs on a worker: one model group against one resident database shard."""
-    task, models, database, arguments, backend = work
+    database, arguments, backend = shared.database, shared.arguments, shared.backend
+    models = [shared.models[position] for position in task.positions]
     started = time.perf_counter()
-    shard = _resident_shard(database, task.shard)
+    shard = resident_shards.get(database, task.shard, backend)
     pipeline = _thread_pipeline(database.alphabet, arguments)
     filtered = None
     stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        filtered = _filter_in_batches(shard, models, arguments, stage_seconds, task.shard)
+        prepared = _filter_models(shared.search_key, task.positions, models)
+        filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
     hits, counts = [], {}
     for index, model in enumerate(models):
         if filtered is None:
@@ -160,16 +177,16 @@ def run_task(work):
 
 
 def _filter_in_batches(shard, models, arguments, timings, shard_index):
-    """The GPU filters of `models` against `shard`. A batch the GPU has no memory for (CuPy's
-    OutOfMemoryError is a MemoryError) is split in two and each half retried, down to one
-    model; the filters' results do not depend on how the models are batched."""
+    """The GPU filters of `models` (FilterModels) against `shard`. A batch the GPU has no memory
+    for (CuPy's OutOfMemoryError is a MemoryError) is split in two and each half retried, down
+    to one model; the filters' results do not depend on how the models are batched."""
     try:
         return shard.filter(models, arguments, timings)
     except MemoryError as error:
         if len(models) == 1:
             raise GpuhmmError(
                 f"database shard {shard_index}",
-                f"the GPU ran out of memory filtering model {models[0].name} against it ({error}); "
+                f"the GPU ran out of memory filtering model {models[0].msv.name} against it ({error}); "
                 f"split the database into more shards (--db-shards)") from error
         half = len(models) // 2
         log.warning("GPU out of memory filtering %d models against database shard %d (%s); "
@@ -219,6 +236,16 @@ class _ResidentShard:
         self._positions = None
         self._lazy_lock = threading.Lock()
 
+    def footprint(self):
+        """Bytes this shard holds: its residues, what the filters laid out from them (the
+        device holds about as much again) and the pyhmmer sequences of the whole shard."""
+        total = self._shard.residues.nbytes + self._shard.offsets.nbytes
+        if self._filter_shard is not None:
+            total += self._filter_shard.footprint()
+        if self._block is not None:
+            total += self.residues + PYHMMER_SEQUENCE_BYTES * self.sequences
+        return total
+
     @property
     def block(self):
         with self._lazy_lock:
@@ -241,20 +268,15 @@ class _ResidentShard:
         return self._positions[(hit.name, hit.length)]
 
     def filter(self, models, arguments, timings):
-        """Per model: the block positions (file order) of the sequences past the GPU's filters;
-        HMMER's counts past MSV and bias for the whole shard; and the sequences past Viterbi
-        that pyhmmer will not see, to add to its count."""
-        engine = _gpu_engine()
-        background = pyhmmer.plan7.Background(self._alphabet)
-        written = vitfilter.configured(models, background)
-        msv_models = msv.msv_models(models, [optimized for optimized, _ in written])
-        profiles = vitfilter.viterbi_profiles(models, background, written)
-        forward_profiles = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(models, written)]
+        """Per model (FilterModels): the block positions (file order) of the sequences past the
+        GPU's filters; HMMER's counts past MSV and bias for the whole shard; and the sequences
+        past Viterbi that pyhmmer will not see, to add to its count."""
         with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = prefilter.FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
         results = prefilter.filter_stages(
-            engine, msv_models, profiles, forward_profiles, background.residue_frequencies, self._filter_shard,
+            _gpu_engine(), [m.msv for m in models], [m.viterbi for m in models], [m.forward for m in models],
+            pyhmmer.plan7.Background(self._alphabet).residue_frequencies, self._filter_shard,
             arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
         return [
             (np.sort(self._block_position[r.survivors]), {"n_past_msv": r.passed_msv, "n_past_bias": r.passed_bias},
@@ -263,24 +285,48 @@ class _ResidentShard:
         ]
 
 
+@dataclasses.dataclass(frozen=True)
+class FilterModel:
+    """One model as the GPU filters take it, configured as hmmsearch configures it."""
+
+    msv: msv.MsvModel
+    viterbi: vitfilter.ViterbiProfile
+    forward: fwdfilter.ForwardProfile
+
+
+#: Per search (the latest few), the models a worker has configured, by position: every shard's
+#: tasks share them, and with them the tables the kernels read (see `_memo.memoized`).
+_configured = collections.OrderedDict()
+_configured_lock = threading.Lock()
+_CONFIGURED_SEARCHES = 2
+
+
+def _filter_models(search_key, positions, models):
+    with _configured_lock:
+        if search_key not in _configured:
+            _configured[search_key] = {}
+            while len(_configured) > _CONFIGURED_SEARCHES:
+                _configured.popitem(last=False)
+        known = _configured[search_key]
+        missing = [index for index, position in enumerate(positions) if position not in known]
+    if missing:
+        hmms = [models[index] for index in missing]
+        background = pyhmmer.plan7.Background(hmms[0].alphabet)
+        written = vitfilter.configured(hmms, background)
+        msv_models = msv.msv_models(hmms, [optimized for optimized, _ in written])
+        profiles = vitfilter.viterbi_profiles(hmms, background, written)
+        forward = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)]
+        with _configured_lock:
+            for index, *parts in zip(missing, msv_models, profiles, forward):
+                known.setdefault(positions[index], FilterModel(*parts))
+    return [known[position] for position in positions]
+
+
+#: What a pyhmmer DigitalSequence holds beside its residues (name, header, pointers), roughly.
+PYHMMER_SEQUENCE_BYTES = 256
+
 _gpu_lock = threading.Lock()
 _gpu = []
-
-
-def start_loading_kernels(lengths, backend):
-    """On the GPU backend, load the kernels that models of these lengths need in a background
-    thread, so that reading the database overlaps it. Runs in this process (for its in-process
-    workers) or on every worker of a cluster (`DaskExecutor.start_everywhere`)."""
-    if backend != "gpu":
-        return
-
-    def load():
-        try:
-            _gpu_engine().preload(lengths)
-        except Exception as error:  # the task that needs the kernel raises it in full
-            log.debug("loading kernels ahead failed: %s", error)
-
-    threading.Thread(target=load, name="gpuhmm-kernel-load", daemon=True).start()
 
 
 def _gpu_engine():
@@ -294,19 +340,75 @@ def _gpu_engine():
         return _gpu[0]
 
 
-_resident = {}
-_resident_lock = threading.Lock()
+class ResidentShards:
+    """The database shards a worker keeps, for every model group that needs them: in its memory
+    and, on the GPU backend, on its device (a shard's device data lives as long as the shard
+    does). Least recently used shards go first once their footprint passes `budget` bytes; one
+    that a task still uses stays until that task ends. Keyed by checksum as well as path, so a
+    rebuilt database is never served stale."""
 
+    def __init__(self, budget=None):
+        self.budget = budget  # bytes; None: half the device's memory (GPU) or the host's (CPU)
+        self.loads = 0
+        self._shards = collections.OrderedDict()  # key → {"lock", "shard"}
+        self._lock = threading.Lock()
 
-def _resident_shard(database, shard):
-    """A shard stays in the worker's memory for every model group that needs it.
-
-    Keyed by checksum as well as path, so a rebuilt database is never served stale.
-    """
-    key = (str(database.path), shard, database.shards[shard].sha256)
-    with _resident_lock:
-        entry = _resident.setdefault(key, {"lock": threading.Lock(), "shard": None})
-    with entry["lock"]:
-        if entry["shard"] is None:
-            entry["shard"] = _ResidentShard(database.load_shard(shard), database.alphabet)
+    def get(self, database, index, backend):
+        key = (str(database.path), index, database.shards[index].sha256)
+        with self._lock:
+            entry = self._shards.setdefault(key, {"lock": threading.Lock(), "shard": None})
+            self._shards.move_to_end(key)
+        with entry["lock"]:
+            if entry["shard"] is None:
+                entry["shard"] = _ResidentShard(database.load_shard(index), database.alphabet)
+                with self._lock:
+                    self.loads += 1
+        self._keep_within_budget(key, backend)
         return entry["shard"]
+
+    def _keep_within_budget(self, newest, backend):
+        budget = self.budget if self.budget is not None else _default_shard_budget(backend)
+        with self._lock:
+            footprints = {key: entry["shard"].footprint() for key, entry in self._shards.items() if entry["shard"]}
+            total = sum(footprints.values())
+            for key in [key for key in self._shards if key != newest]:
+                if total <= budget:
+                    break
+                self._shards.pop(key)
+                total -= footprints.get(key, 0)
+                log.info("database shard %d of %s leaves this worker's memory (shards held: %.2f GB, budget %.2f GB)",
+                         key[1], key[0], total / 1e9, budget / 1e9)
+
+    def release(self, database):
+        """Let every shard of `database` go."""
+        with self._lock:
+            for key in [key for key in self._shards if key[0] == str(database.path)]:
+                self._shards.pop(key)
+
+
+def _default_shard_budget(backend):
+    if backend == "gpu":
+        return _gpu_engine().memory_bytes // 2
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+#: This process's resident shards, shared by its worker threads.
+resident_shards = ResidentShards()
+
+
+def prepare_worker(lengths, backend, shard_memory):
+    """Runs on every worker as a search starts (`DaskExecutor.prepare_workers`): sets the memory
+    its resident shards may take (bytes, or None for the default) and, on the GPU backend, starts
+    loading the kernels that models of these lengths need in a background thread, so that it
+    overlaps reading the database."""
+    resident_shards.budget = shard_memory
+    if backend != "gpu":
+        return
+
+    def load():
+        try:
+            _gpu_engine().preload(lengths)
+        except Exception as error:  # the task that needs the kernel raises it in full
+            log.debug("loading kernels ahead failed: %s", error)
+
+    threading.Thread(target=load, name="gpuhmm-kernel-load", daemon=True).start()

@@ -68,6 +68,17 @@ class FilterShard:
     def msv_sequences(self):
         return (*self._kernel_columns, self.tjb)
 
+    def footprint(self):
+        """Bytes of every array this shard has laid out (each also resident on a GPU)."""
+        with self.lock:
+            arrays = [self.residues, self.offsets, self.tjb, self.null1]
+            arrays += [array for inputs in self.pair_inputs.values() for array in inputs]
+            for blocks in self.blocks.values():
+                arrays += [blocks.block_start, blocks.heights, blocks.column_start, blocks.column_sequences,
+                           blocks.sequence_row]
+            unique = {id(array): array.nbytes for array in arrays}  # the pair inputs share columns
+            return sum(unique.values()) + sum(blocks.size for blocks in self.blocks.values())
+
     def warp_blocks(self, S, warps):
         with self.lock:
             if (S, warps) not in self.blocks:
@@ -106,6 +117,8 @@ class F1Pairs:
 
 class ReferenceEngine:
     """The numpy reference behind the engine interface (see `reference`)."""
+
+    memory_bytes = 80 * 10**9  # as an H100's: a worker's default shard budget is half of it
 
     def __init__(self, compute_capability=90, warps=64):
         self.compute_capability = compute_capability

@@ -36,12 +36,15 @@ def hmmsearch(
     cpus=None,
     db_shards=1,
     model_shards=None,
+    shard_memory=None,
     command="gpuhmm search",
     executor=None,
 ):
     """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
 
     Returns the merged `TopHits` of each model in file order; writes the requested outputs.
+    `shard_memory` is the bytes each worker may keep database shards resident in (None: half
+    its GPU's memory, or half the host's on the CPU backend).
     `executor` is a `DaskExecutor` already starting (the CLI starts it before its imports).
     """
     stages = []
@@ -53,10 +56,7 @@ def hmmsearch(
         hmms = models.read_models(models_file, allow_empty=bool(hits_file))
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         lengths = [hmm.M for hmm in hmms]
-        if executor.in_process:
-            pipeline.start_loading_kernels(lengths, backend)
-        elif backend == "gpu":
-            executor.start_everywhere(pipeline.start_loading_kernels, lengths, backend)
+        executor.prepare_workers(pipeline.prepare_worker, lengths, backend, shard_memory)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
@@ -176,6 +176,7 @@ def _open_database(sequences, hmms, db_shards, cleanup, executor):
     if executor.in_process:
         database = seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
         cleanup.callback(seqdb.release, database)
+        cleanup.callback(pipeline.resident_shards.release, database)
         return database
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
     return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted or guessed)

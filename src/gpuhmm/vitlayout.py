@@ -37,6 +37,7 @@ import dataclasses
 import numpy as np
 
 from .vitfilter import NEG_INF_WORD, _E, _J, _LOOP, _MOVE, _N, _C
+from ._memo import memoized
 from .warpblocks import stripe_table
 
 PARAMETER_FLOOR = -24576
@@ -55,6 +56,10 @@ OK, OVERFLOW, NEEDS_EXACT = 0, 1, 2
 def lanes16_supported(profile):
     """Whether every real parameter is ≥ the parameter floor (bar HMMER's known −inf ones) and
     the special loops are 0, the conditions the Vit16 argument needs."""
+    return memoized(profile, "lanes16 supported", lambda: _lanes16_supported(profile))
+
+
+def _lanes16_supported(profile):
     transitions = profile.node_transitions
     loops_zero = all(int(profile.xw[x, _LOOP]) == 0 for x in (_N, _J, _C))
     return bool(
@@ -97,6 +102,10 @@ class KernelParameters:
 
 
 def kernel_parameters(profile):
+    return memoized(profile, "kernel parameters", lambda: _kernel_parameters(profile))
+
+
+def _kernel_parameters(profile):
     return KernelParameters(
         base=int(profile.base_w), e_move=int(profile.xw[_E, _MOVE]), e_loop=int(profile.xw[_E, _LOOP]),
         bm_min=int(profile.node_transitions[0].min()),
@@ -106,6 +115,10 @@ def kernel_parameters(profile):
 
 def model_blob(profile, lanes, striping):
     """The model's bytes as vit.cu reads them (see the module docstring)."""
+    return memoized(profile, ("viterbi blob", lanes, striping), lambda: _blob(profile, lanes, striping))
+
+
+def _blob(profile, lanes, striping):
     s = striping
     dtype = np.int16 if s.W == 2 else np.int32
     emissions, transitions = kernel_values(profile, lanes, s.nodes)

@@ -31,6 +31,7 @@ import functools
 
 import numpy as np
 
+from ._memo import memoized
 from .msv import END_CODE, PAD_CODE, TABLE_ROWS
 
 ROW_BYTES = 128
@@ -243,12 +244,16 @@ def cost_rows(model, arithmetic):
     return table, np.int16(-255)
 
 
+def _striped(model, striping, arithmetic):
+    values, fill = cost_rows(model, arithmetic)
+    return stripe_table(values, striping, fill)
+
+
 def model_tables(models, striping, arithmetic):
     """All models' striped tables end to end, with each model's byte offset."""
     parts, offsets, position = [], [], 0
     for model in models:
-        values, fill = cost_rows(model, arithmetic)
-        table = stripe_table(values, striping, fill)
+        table = memoized(model, ("striped", striping, arithmetic), lambda: _striped(model, striping, arithmetic))
         offsets.append(position)
         parts.append(table.reshape(-1))
         position += table.size
