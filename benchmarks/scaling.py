@@ -16,7 +16,10 @@ Run on the multi-GPU machine, from the repository root (hmmemit on PATH):
    three tables. The tables of every g are compared with one GPU's (all but the footer).
 
 efficiency(g) = wall(1) / (g · wall(g)). Writes benchmarks/results/scaling-<gpu>.json and a
-PNG next to it.
+PNG next to it, after every count. A database of billions of residues takes longer to search on
+one GPU than one device command may run: `--work DIR` keeps the database, tables and logs in
+DIR, and a later run with the same DIR and database options reuses the database and keeps the
+counts the JSON already holds for it (run the larger counts first, then `--gpus 1`).
 """
 
 from __future__ import annotations
@@ -82,11 +85,13 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=20261121)
     parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu", help="gpuhmm's --backend [gpu]; cpu for a smoke test")
     parser.add_argument("--out", type=Path, help="result JSON [benchmarks/results/scaling-<gpu>.json]")
+    parser.add_argument("--work", type=Path, help="keep the database, tables and logs here, and reuse them [a temporary directory]")
     args = parser.parse_args(argv)
 
     name, driver = gpu_name()
     out = args.out or HERE / "results" / f"scaling-{gpu_tag(name) or 'gpu'}.json"
-    work = Path(tempfile.mkdtemp(prefix="gpuhmm-scaling-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpuhmm-scaling-"))
+    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
     result = {
@@ -102,21 +107,38 @@ def main(argv=None):
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     models_path = work / "models.h3m"
-    with open_models(args.models) as handle, open(models_path, "wb") as written:
-        for count, hmm in enumerate(handle):
-            if args.first and count >= args.first:
-                break
-            hmm.write(written, binary=True)
-            result["models"] = count + 1
-    started = time.perf_counter()
-    residues, offsets, names = make_database(int(args.residues), args.proteome, models_path, seed=args.seed,
-                                             at_least=True, fast=True)
-    write_fasta(work / "db.faa", residues, offsets, names)
-    result.update(residues=int(offsets[-1]), sequences=len(names))
-    del residues, offsets, names
-    run_timed([sys.executable, "-m", "gpuhmm", "makedb", str(work / "db.faa"), str(work / "db"),
-               "--shards", str(args.db_shards)], work / "makedb.log", env)
-    result["database_s"] = round(time.perf_counter() - started, 1)
+    database = {"models_file": str(args.models), "first": args.first, "proteome": str(args.proteome),
+                "requested_residues": args.residues, "seed": args.seed, "db_shards": args.db_shards}
+    made = work / "database.json"
+    if made.exists() and json.loads(made.read_text())["options"] == database:
+        result.update(json.loads(made.read_text())["made"])
+        log(f"reusing the database in {work}")
+        if out.exists():
+            earlier = json.loads(out.read_text())
+            if earlier.get("database") == database:
+                for key in ("wall_s", "runs"):
+                    result[key].update({g: v for g, v in earlier[key].items() if int(g) not in args.gpus})
+                result["command"] = f"{earlier['command']} && {result['command']}"
+    else:
+        with open_models(args.models) as handle, open(models_path, "wb") as written:
+            for count, hmm in enumerate(handle):
+                if args.first and count >= args.first:
+                    break
+                hmm.write(written, binary=True)
+                result["models"] = count + 1
+        started = time.perf_counter()
+        residues, offsets, names = make_database(int(args.residues), args.proteome, models_path, seed=args.seed,
+                                                 at_least=True, fast=True)
+        write_fasta(work / "db.faa", residues, offsets, names)
+        result.update(residues=int(offsets[-1]), sequences=len(names))
+        del residues, offsets, names
+        run_timed([sys.executable, "-m", "gpuhmm", "makedb", str(work / "db.faa"), str(work / "db"),
+                   "--shards", str(args.db_shards)], work / "makedb.log", env)
+        (work / "db.faa").unlink()
+        result["database_s"] = round(time.perf_counter() - started, 1)
+        made.write_text(json.dumps({"options": database, "made": {
+            key: result[key] for key in ("models", "residues", "sequences", "database_s")}}))
+    result["database"] = database
     log(f"{result['models']} models; database of {result['residues']} residues in {args.db_shards} shards "
         f"({result['database_s']} s)")
 
@@ -138,14 +160,18 @@ def main(argv=None):
             "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command), "cluster": summary.get("cluster"),
             "stages": summary.get("stages"), "tasks": summary.get("tasks"), "filters": summary.get("filters"),
         }
-        if gpus != args.gpus[0]:
-            differences = compare_tables(tables["tblout"].parent, work / f"gpus-{args.gpus[0]}")
+        others = sorted(int(g) for g in result["wall_s"] if int(g) != gpus)
+        if others:
+            differences = compare_tables(tables["tblout"].parent, work / f"gpus-{others[0]}")
             result["runs"][str(gpus)]["table_differences"] = {k: v for k, v in differences.items() if v}
         log(f"{gpus} GPU(s): {wall:.1f} s ({summary.get('cluster')})")
         save()
 
+    result["gpus"] = sorted(int(g) for g in result["wall_s"])
+    for key in ("wall_s", "runs"):
+        result[key] = {str(g): result[key][str(g)] for g in result["gpus"]}
     one = result["wall_s"].get("1")
-    for gpus in args.gpus:
+    for gpus in sorted(int(g) for g in result["wall_s"]):
         if one and gpus != 1:
             result["efficiency"][str(gpus)] = round(one / (gpus * result["wall_s"][str(gpus)]), 3)
     result["tables_identical"] = all(not run.get("table_differences") for run in result["runs"].values())
