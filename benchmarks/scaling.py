@@ -159,6 +159,7 @@ def main(argv=None):
         result["runs"][str(gpus)] = {
             "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command), "cluster": summary.get("cluster"),
             "stages": summary.get("stages"), "tasks": summary.get("tasks"), "filters": summary.get("filters"),
+            "workers": summary.get("workers"), "gpu_stages": summary.get("gpu_stages"),
         }
         others = sorted(int(g) for g in result["wall_s"] if int(g) != gpus)
         if others:

@@ -45,7 +45,11 @@ def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
             str(DATA / "pfam-test.h3m.gz"), str(DATA / "proteins.faa"),
         ])
     assert status == 0
-    assert json.loads((tmp_path / "summary.json").read_text())["db_shards"] == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["db_shards"] == 2
+    # Each shard's tasks went to its home worker: both workers searched, every task counted once.
+    assert len(summary["workers"]) == 2
+    assert sum(worker["tasks"] for worker in summary["workers"].values()) == summary["tasks"]
     for kind in TABLES:
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
 

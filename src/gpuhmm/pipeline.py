@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import logging
 import os
+import socket
 import threading
 import time
 import uuid
@@ -47,6 +48,8 @@ class TaskResult:
     seconds: float
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
+    worker: str  # host:process id
+    span: tuple  # (start, end), Unix seconds
 
 
 @dataclasses.dataclass
@@ -60,6 +63,9 @@ class SearchResult:
     tasks: int = 0
     filter_counts: dict = dataclasses.field(default_factory=dict)
     stage_seconds: dict = dataclasses.field(default_factory=dict)
+    #: Per worker: tasks, seconds busy, and the seconds from the search's start to its first
+    #: task's start and to its last task's end (a late first start is a slow worker start-up).
+    workers: dict = dataclasses.field(default_factory=dict)
 
 
 def resolve_backend(requested):
@@ -112,7 +118,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
     as it completes.
     """
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     tasks = plan_tasks(models, database, model_groups, slots)
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
@@ -128,8 +134,17 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
             result.stage_seconds[name] = result.stage_seconds.get(name, 0) + value
         result.task_seconds += outcome.seconds
         result.cells += outcome.task.cells
+        first, last = (round(moment - started_at, 3) for moment in outcome.span)
+        worker = result.workers.setdefault(outcome.worker, {"tasks": 0, "busy_s": 0.0, "first_start_s": first, "last_end_s": last})
+        worker["tasks"] += 1
+        worker["busy_s"] = round(worker["busy_s"] + outcome.seconds, 3)
+        worker["first_start_s"] = min(worker["first_start_s"], first)
+        worker["last_end_s"] = max(worker["last_end_s"], last)
     result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
     result.wall_seconds = time.perf_counter() - started
+    for name, worker in sorted(result.workers.items()):
+        log.info("worker %s: %d tasks, first started at %.1fs, last ended at %.1fs, %.0f task-seconds",
+                 name, worker["tasks"], worker["first_start_s"], worker["last_end_s"], worker["busy_s"])
     return result
 
 
@@ -148,7 +163,7 @@ def run_task(task, shared):
     """Runs on a worker: one model group against one resident database shard."""
     database, arguments, backend = shared.database, shared.arguments, shared.backend
     models = [shared.models[position] for position in task.positions]
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     shard = resident_shards.get(database, task.shard, backend)
     pipeline = _thread_pipeline(database.alphabet, arguments)
     filtered = None
@@ -173,7 +188,8 @@ def run_task(task, shared):
         hits.append(model_hits)
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
-    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds)
+    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
+                      _WORKER_NAME, (started_at, time.time()))
 
 
 def _filter_in_batches(shard, models, arguments, timings, shard_index):
@@ -194,6 +210,8 @@ def _filter_in_batches(shard, models, arguments, timings, shard_index):
         return (_filter_in_batches(shard, models[:half], arguments, timings, shard_index)
                 + _filter_in_batches(shard, models[half:], arguments, timings, shard_index))
 
+
+_WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
 
 _per_thread = threading.local()
 

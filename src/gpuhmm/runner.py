@@ -95,6 +95,7 @@ def hmmsearch(
             "tasks": result.tasks,
             "cells": result.cells,
             "task_seconds": result.task_seconds,
+            "workers": result.workers,
             "filters": result.filter_counts,
         }
         if result.stage_seconds:
