@@ -22,12 +22,6 @@ include: "rules/search.smk"
 include: "rules/merge.smk"
 
 
-# Not worth a cluster job and its queue wait.
-localrules:
-    all,
-    plot_summary,
-
-
 rule all:
     input:
         rules.merge.output,

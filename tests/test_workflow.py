@@ -187,3 +187,23 @@ def test_slurm_profile_submits_gpu_searches_and_runs_through(tmp_path):
     assert not any("--gpus" in line for line in others)
     for kind in TABLES:
         assert_tables_equal(tmp_path / "out" / f"hits.{kind}", GOLDEN / f"proteins.defaults.{kind}")
+
+
+def test_a_host_workflow_uses_gpuhmm_as_a_module(tmp_path):
+    host = ROOT / "tests" / "module_host"
+    (tmp_path / "Snakefile").write_text((host / "Snakefile").read_text())
+    config = yaml.safe_load((host / "config.yaml").read_text())
+    config["gpuhmm"].update(models=str(DATA / "pfam-test.h3m.gz"), sequences=str(DATA / "proteins.faa"))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    process = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(tmp_path), "-s", str(tmp_path / "Snakefile")],
+        capture_output=True, text=True,
+        env={**os.environ, "GPUHMM_SNAKEFILE": str(ROOT / "Snakefile"),
+             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])},
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "localrules directive specifies rules that are not present" not in process.stderr
+    for kind in TABLES:
+        assert_tables_equal(tmp_path / "gpuhmm" / f"hits.{kind}", GOLDEN / f"proteins.defaults.{kind}")
+    rows = [line for line in (GOLDEN / "proteins.defaults.tblout").read_text().splitlines() if not line.startswith("#")]
+    assert int((tmp_path / "annotated.count").read_text()) == len(rows)
