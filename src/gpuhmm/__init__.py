@@ -32,4 +32,12 @@ def hmmsearch(models_file, sequences, options=SearchOptions(), **keywords):
     return run(models_file, sequences, options, **keywords)
 
 
-__all__ = ["GpuhmmError", "SearchOptions", "SequenceDatabase", "__version__", "hmmsearch", "makedb"]
+def phmmer(queries_file, sequences, options=SearchOptions(), **keywords):
+    """Search each protein of `queries_file` against `sequences` as phmmer does; see
+    `gpuhmm.runner.phmmer`."""
+    from .runner import phmmer as run
+
+    return run(queries_file, sequences, options, **keywords)
+
+
+__all__ = ["GpuhmmError", "SearchOptions", "SequenceDatabase", "__version__", "hmmsearch", "makedb", "phmmer"]

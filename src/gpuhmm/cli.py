@@ -86,15 +86,9 @@ def _add_hmmer_options(parser):
     other.add_argument("--seed", type=_integer_at_least(0), metavar="N", help="RNG seed, 0 for a random one [42]")
 
 
-def _build_parser():
-    parser = _Parser(prog="gpuhmm", description="hmmsearch-identical profile searches, sharded over Dask (and GPUs).")
-    parser.add_argument("--version", action="version", version=f"gpuhmm {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    search = commands.add_parser("search", help="search profile HMMs against a sequence database")
-    search.add_argument("hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed)")
-    search.add_argument("seqfile", metavar="SEQFILE", help="FASTA (plain or gzip) or a `gpuhmm makedb` directory")
-    outputs = search.add_argument_group("outputs")
+def _add_search_arguments(parser):
+    """The outputs, hmmsearch options and engine settings of `search` and `phmmer`."""
+    outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--tblout", metavar="FILE", help="per-sequence hits table, as hmmsearch")
     outputs.add_argument("--domtblout", metavar="FILE", help="per-domain hits table, as hmmsearch")
     outputs.add_argument("--pfamtblout", metavar="FILE", help="Pfam-style table, as hmmsearch")
@@ -102,8 +96,8 @@ def _build_parser():
     outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
     outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
     outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
-    _add_hmmer_options(search)
-    engine = search.add_argument_group("engine")
+    _add_hmmer_options(parser)
+    engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_positive_int, metavar="N", help="worker threads [all cores]")
     engine.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="filter backend [auto]")
     engine.add_argument("--scheduler", metavar="ADDRESS", help="existing Dask scheduler [start a LocalCluster]")
@@ -114,6 +108,22 @@ def _build_parser():
                              "go first [half the GPU's memory; on the CPU backend, half the host's]")
     engine.add_argument("--model-shards", type=_positive_int, metavar="N",
                         help="model groups, balanced by length; tasks = model groups × database shards [auto]")
+
+
+def _build_parser():
+    parser = _Parser(prog="gpuhmm", description="hmmsearch-identical profile searches, sharded over Dask (and GPUs).")
+    parser.add_argument("--version", action="version", version=f"gpuhmm {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    search = commands.add_parser("search", help="search profile HMMs against a sequence database")
+    search.add_argument("hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed)")
+    search.add_argument("seqfile", metavar="SEQFILE", help="FASTA (plain or gzip) or a `gpuhmm makedb` directory")
+    _add_search_arguments(search)
+
+    phmmer = commands.add_parser("phmmer", help="search protein sequences against a sequence database, as phmmer")
+    phmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
+    phmmer.add_argument("seqfile", metavar="SEQFILE", help="FASTA (plain or gzip) or a `gpuhmm makedb` directory")
+    _add_search_arguments(phmmer)
 
     makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
     makedb.add_argument("seqfile", metavar="SEQFILE")
@@ -141,14 +151,15 @@ def _search(args, command):
         {name: getattr(args, name) for name in (
             "E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT", "cut",
             "Z", "domZ", "F1", "F2", "F3", "max", "nobias", "seed")},
-        source="gpuhmm search",
+        source=f"gpuhmm {args.command}",
     )
     # Dask takes longer to import and start than everything else: start it first.
     executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
-    from .runner import hmmsearch
+    from . import runner
 
-    hmmsearch(
-        args.hmmfile, args.seqfile, options,
+    search = runner.hmmsearch if args.command == "search" else runner.phmmer
+    search(
+        args.hmmfile if args.command == "search" else args.queryfile, args.seqfile, options,
         tblout=args.tblout, domtblout=args.domtblout, pfamtblout=args.pfamtblout,
         domains=args.domains, summary=args.summary, summary_tsv=args.summary_tsv, hits_file=args.hits,
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
@@ -195,7 +206,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     _log_to_stderr()
     command = shlex.join(["gpuhmm", *argv])
-    run = {"search": _search, "makedb": _makedb, "splitmodels": _splitmodels, "merge": _merge}[args.command]
+    run = {"search": _search, "phmmer": _search, "makedb": _makedb, "splitmodels": _splitmodels, "merge": _merge}[args.command]
     try:
         run(args, command)
     except GpuhmmError as error:

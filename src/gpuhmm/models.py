@@ -61,6 +61,19 @@ def read_models(path, allow_empty=False):
     return models
 
 
+def single_sequence_models(queries, seed=42):
+    """phmmer's model of each query sequence, in order: HMMER's single-sequence builder with
+    BLOSUM62, gap open 0.02 and extend 0.4, calibrated with the run's --seed (phmmer's seeds
+    its builder too). One builder builds them all in turn, as phmmer's does, so each
+    calibration draws from the same random stream as phmmer's."""
+    if not queries:
+        return []
+    alphabet = queries[0].alphabet
+    builder = pyhmmer.plan7.Builder(alphabet, seed=seed, popen=0.02, pextend=0.4, score_matrix="BLOSUM62")
+    background = pyhmmer.plan7.Background(alphabet)
+    return [builder.build(query, background)[0] for query in queries]
+
+
 def check_cutoffs(models, bit_cutoffs, source):
     """hmmsearch stops when --cut_ga/tc/nc asks for a cutoff a model lacks; so do we, first."""
     if bit_cutoffs is None:

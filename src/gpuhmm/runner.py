@@ -19,10 +19,38 @@ from .options import SearchOptions
 
 log = logging.getLogger("gpuhmm")
 
-def hmmsearch(
+def hmmsearch(models_file, sequences, options=SearchOptions(), *, hits_file=None, **keywords):
+    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
+
+    Returns the merged `TopHits` of each model in file order; writes the requested outputs.
+    See `_search` for the keywords.
+    """
+    def read():
+        hmms = models.read_models(models_file, allow_empty=bool(hits_file))
+        models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+        return hmms
+
+    return _search(read, models_file, sequences, options, hits_file=hits_file, **keywords)
+
+
+def phmmer(queries_file, sequences, options=SearchOptions(), *, command="gpuhmm phmmer", **keywords):
+    """Search each protein of `queries_file` (FASTA) against `sequences`, as phmmer does: each
+    query becomes phmmer's single-sequence model (`models.single_sequence_models`), and the
+    models are searched as hmmsearch searches. Returns the merged `TopHits` of each query."""
+    def read():
+        queries = seqdb.read_sequences(queries_file, "amino")
+        hmms = models.single_sequence_models(queries, options.seed)
+        models.check_cutoffs(hmms, options.bit_cutoffs, queries_file)
+        return hmms
+
+    return _search(read, queries_file, sequences, options, command=command, **keywords)
+
+
+def _search(
+    read_models,
     models_file,
     sequences,
-    options=SearchOptions(),
+    options,
     *,
     tblout=None,
     domtblout=None,
@@ -40,9 +68,8 @@ def hmmsearch(
     command="gpuhmm search",
     executor=None,
 ):
-    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
+    """Search the models read_models() gives (read from `models_file`) against `sequences`.
 
-    Returns the merged `TopHits` of each model in file order; writes the requested outputs.
     `shard_memory` is the bytes each worker may keep database shards resident in (None: half
     its GPU's memory, or half the host's on the CPU backend).
     `executor` is a `DaskExecutor` already starting (the CLI starts it before its imports).
@@ -53,8 +80,7 @@ def hmmsearch(
     with executor, contextlib.ExitStack() as cleanup:
         backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
-        hmms = models.read_models(models_file, allow_empty=bool(hits_file))
-        models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+        hmms = read_models()
         lengths = [hmm.M for hmm in hmms]
         executor.prepare_workers(pipeline.prepare_worker, lengths, backend, shard_memory)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})

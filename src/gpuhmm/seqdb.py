@@ -192,6 +192,17 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
     return SequenceDatabase.open(outdir)
 
 
+def read_sequences(fasta, alphabet):
+    """Every sequence of `fasta` in file order, as pyhmmer `DigitalSequence`s; `alphabet` is
+    "amino", "dna" or "rna", and a file that looks like another alphabet is refused."""
+    guessed = guess_alphabet(fasta)
+    if guessed and guessed != alphabet:
+        raise GpuhmmError(fasta, f"alphabet mismatch: the sequences look like {guessed}, {alphabet} is needed")
+    parsed, easel_alphabet = _read_fasta(fasta, alphabet)
+    everything = np.arange(len(parsed.names))
+    return list(parsed.shard(everything).to_block(easel_alphabet, everything))
+
+
 def release(database):
     """Free the shards of a database held in memory (makedb without outdir)."""
     for info in database.shards:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the real HMMER 3.4 `hmmsearch` to produce golden output tables.
+"""Run the real HMMER 3.4 `hmmsearch` (and `phmmer`) to produce golden output tables.
 
 For every (target set, option case) pair listed in RUNS this runs (leaving
 out the --<format> options of formats not stored for that pair)
@@ -13,7 +13,9 @@ out the --<format> options of formats not stored for that pair)
 from inside this directory (so the file names in the footers are relative),
 and writes golden/cases.json (case name -> list of hmmsearch arguments) and
 golden/runs.json (set name -> hmm file, sequence file, and for each case run
-the list of table formats stored).
+the list of table formats stored). PHMMER_RUNS are run the same way with
+`phmmer` (query file in place of the hmm file) and listed in
+golden/phmmer-runs.json.
 
 Output is deterministic except for the footer block that hmmsearch appends to
 each table (the lines from "# Program:" to "# [ok]", which include the binary
@@ -61,23 +63,30 @@ RUNS = {
     "tiny_proteins": ("pfam-tiny.hmm", "proteins.faa", {c: ALL for c in CASES}),
 }
 
+# phmmer runs: set name -> (query file, sequence file, {case: [formats]}), written
+# to golden/phmmer-runs.json. The queries are real proteins of heldout.faa.
+PHMMER_RUNS = {
+    "phmmer": ("phmmer-queries.faa", "proteins.faa", {"defaults": ALL, "evalue": ALL}),
+    "phmmer_heldout": ("phmmer-queries.faa", "heldout.faa", {"defaults": ALL}),
+}
+
 # the footer lines hmmsearch appends to every table (not reproducible)
 FOOTER_PREFIXES = ("# Program:", "# Version:", "# Pipeline mode:", "# Query file:",
                    "# Target file:", "# Option settings:", "# Current dir:",
                    "# Date:", "# [ok]")
 
 
-def find_hmmsearch():
+def find_binary(name):
     try:
         import hmmer
-        cand = os.path.join(os.path.dirname(hmmer.__file__), "data", "bin", "hmmsearch")
+        cand = os.path.join(os.path.dirname(hmmer.__file__), "data", "bin", name)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     except ImportError:
         pass
-    path = shutil.which("hmmsearch")
+    path = shutil.which(name)
     if path is None:
-        sys.exit("error: cannot find hmmsearch")
+        sys.exit(f"error: cannot find {name}")
     return path
 
 
@@ -94,7 +103,7 @@ def main():
     ap.add_argument("--data", default=HERE, help="data folder (default: %(default)s)")
     args = ap.parse_args()
 
-    exe = args.hmmsearch or find_hmmsearch()
+    exe = args.hmmsearch or find_binary("hmmsearch")
     check_version(exe)
     golden = os.path.join(args.data, "golden")
     os.makedirs(golden, exist_ok=True)
@@ -108,14 +117,22 @@ def main():
         json.dump(runs, fh, indent=2)
         fh.write("\n")
 
-    for set_name, (hmmfile, seqfile, cases) in RUNS.items():
+    phmmer = find_binary("phmmer")
+    check_version(phmmer)
+    with open(os.path.join(golden, "phmmer-runs.json"), "w") as fh:
+        json.dump({name: {"queryfile": q, "seqfile": s, "cases": c} for name, (q, s, c) in PHMMER_RUNS.items()},
+                  fh, indent=2)
+        fh.write("\n")
+
+    jobs = [(exe, name, run) for name, run in RUNS.items()] + [(phmmer, name, run) for name, run in PHMMER_RUNS.items()]
+    for binary, set_name, (queryfile, seqfile, cases) in jobs:
         for case, formats in cases.items():
             outs = {fmt: os.path.join("golden", f"{set_name}.{case}.{fmt}")
                     for fmt in formats}
-            cmd = [exe, "-o", os.devnull, "--cpu", "1"] + CASES[case]
+            cmd = [binary, "-o", os.devnull, "--cpu", "1"] + CASES[case]
             for fmt in formats:
                 cmd += ["--" + fmt, outs[fmt]]
-            cmd += [hmmfile, seqfile]
+            cmd += [queryfile, seqfile]
             res = subprocess.run(cmd, cwd=args.data, capture_output=True, text=True)
             if res.returncode != 0:
                 sys.exit(f"error: {' '.join(cmd)} failed ({res.returncode}):\n{res.stderr}")

@@ -8,6 +8,7 @@ Outputs (all written next to this script unless --out is given):
   proteins.faa      main target set: real proteins + hmmemit samples + edge cases
   heldout.faa       separate target set (different real proteins, different
                     hmmemit seeds) that is never used for tuning
+  phmmer-queries.faa  12 real proteins of heldout.faa, the phmmer queries
 
 Everything is deterministic: running the script twice gives byte-identical
 files (fixed seeds for Python's random.Random and for ``hmmemit --seed``;
@@ -74,6 +75,7 @@ TINY_MODELS = ["Fer4", "HTH_AraC", "TetR_N"]
 SEED = 20240611            # master seed for Python's random.Random
 N_REAL_MAIN = 300          # real proteins in proteins.faa
 N_REAL_HELDOUT = 100       # real proteins in heldout.faa (disjoint from main)
+N_PHMMER_QUERIES = 12      # the first real proteins of heldout.faa, as phmmer queries
 N_BACKGROUND = 150         # real proteins whose residues are shuffled to make
                            # the background of the ~35 kb edge-case sequence
 GIANT_LENGTH = 35000
@@ -476,6 +478,10 @@ def build(shared, outdir):
         with open(os.path.join(outdir, "heldout.faa"), "w") as fh:
             fh.write("".join(format_record(h, s, 60) for h, s in body))
 
+        # ---- phmmer-queries.faa --------------------------------------------
+        with open(os.path.join(outdir, "phmmer-queries.faa"), "w") as fh:
+            fh.write("".join(format_record(h, s, 60) for h, s in held_real[:N_PHMMER_QUERIES]))
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
@@ -489,7 +495,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     build(args.shared, args.out)
-    for f in ("pfam-test.h3m.gz", "pfam-tiny.hmm", "proteins.faa", "heldout.faa"):
+    for f in ("pfam-test.h3m.gz", "pfam-tiny.hmm", "proteins.faa", "heldout.faa", "phmmer-queries.faa"):
         p = os.path.join(args.out, f)
         print(f"{f}\t{os.path.getsize(p)} bytes")
 

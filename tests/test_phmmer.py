@@ -1,0 +1,54 @@
+"""`gpuhmm phmmer` against phmmer 3.4's golden tables: single-sequence models built as phmmer
+builds them, searched by the sharded engine. The queries are real proteins of heldout.faa,
+which no test was tuned on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases
+from gpuhmm import pipeline, prefilter
+from gpuhmm.cli import main
+
+CASES = golden_cases()
+RUNS = json.loads((GOLDEN / "phmmer-runs.json").read_text())
+
+
+def _phmmer(tmp_path, run, case, backend="cpu", db_shards=3):
+    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    status = main([
+        "phmmer", "--backend", backend, "--cpu", "2", "--db-shards", str(db_shards),
+        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+        *CASES[case],
+        str(DATA / RUNS[run]["queryfile"]), str(DATA / RUNS[run]["seqfile"]),
+    ])
+    assert status == 0
+    for kind in RUNS[run]["cases"][case]:
+        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.{case}.{kind}")
+
+
+@pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])
+def test_phmmer_identical_to_phmmer(tmp_path, run, case):
+    _phmmer(tmp_path, run, case)
+
+
+def test_phmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
+    monkeypatch.setattr(pipeline, "_gpu", [prefilter.ReferenceEngine(90, warps=8)])
+    _phmmer(tmp_path, "phmmer_heldout", "defaults", backend="gpu", db_shards=2)
+
+
+@pytest.mark.gpu
+def test_phmmer_on_the_gpu(tmp_path):
+    _phmmer(tmp_path, "phmmer", "defaults", backend="gpu")
+
+
+def test_nucleotide_queries_are_refused(tmp_path, capsys):
+    queries = tmp_path / "dna.faa"
+    queries.write_text(">q\nACGTACGTACGTTGCAACGTACGATCGATCGTAGCTAGCTAGCTAGCATCGAT\n")
+    status = main(["phmmer", "--cpu", "1", "--tblout", str(tmp_path / "t"), str(queries), str(DATA / "proteins.faa")])
+    assert status == 1
+    assert "dna.faa: alphabet mismatch" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
