@@ -86,16 +86,13 @@ def _add_hmmer_options(parser):
     other.add_argument("--seed", type=_integer_at_least(0), metavar="N", help="RNG seed, 0 for a random one [42]")
 
 
-def _add_search_arguments(parser):
-    """The outputs, hmmsearch options and engine settings of `search` and `phmmer`."""
+def _add_search_arguments(parser, program="hmmsearch"):
+    """The outputs, HMMER options and engine settings of `search`, `phmmer` and `scan`."""
     outputs = parser.add_argument_group("outputs")
-    outputs.add_argument("--tblout", metavar="FILE", help="per-sequence hits table, as hmmsearch")
-    outputs.add_argument("--domtblout", metavar="FILE", help="per-domain hits table, as hmmsearch")
-    outputs.add_argument("--pfamtblout", metavar="FILE", help="Pfam-style table, as hmmsearch")
+    outputs.add_argument("--tblout", metavar="FILE", help=f"per-sequence hits table, as {program}")
+    outputs.add_argument("--domtblout", metavar="FILE", help=f"per-domain hits table, as {program}")
+    outputs.add_argument("--pfamtblout", metavar="FILE", help=f"Pfam-style table, as {program}")
     outputs.add_argument("--domains", metavar="FILE", help="per-sequence domain table (TSV, pfam_scan style)")
-    outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
-    outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
-    outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
     _add_hmmer_options(parser)
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_positive_int, metavar="N", help="worker threads [all cores]")
@@ -106,8 +103,13 @@ def _add_search_arguments(parser):
     engine.add_argument("--shard-memory", type=_gigabytes, metavar="GB",
                         help="memory each worker may keep database shards resident in; the least recently used "
                              "go first [half the GPU's memory; on the CPU backend, half the host's]")
+    if program == "hmmscan":
+        return
     engine.add_argument("--model-shards", type=_positive_int, metavar="N",
                         help="model groups, balanced by length; tasks = model groups × database shards [auto]")
+    outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
+    outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
+    outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
 
 
 def _build_parser():
@@ -124,6 +126,11 @@ def _build_parser():
     phmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
     phmmer.add_argument("seqfile", metavar="SEQFILE", help="FASTA (plain or gzip) or a `gpuhmm makedb` directory")
     _add_search_arguments(phmmer)
+
+    scan = commands.add_parser("scan", help="annotate each sequence with the models it matches, as hmmscan")
+    scan.add_argument("hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed; no hmmpress needed)")
+    scan.add_argument("seqfile", metavar="SEQFILE", help="query sequences: FASTA (plain or gzip) or a `gpuhmm makedb` directory")
+    _add_search_arguments(scan, "hmmscan")
 
     makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
     makedb.add_argument("seqfile", metavar="SEQFILE")
@@ -144,15 +151,19 @@ def _build_parser():
     return parser
 
 
-def _search(args, command):
-    from .cluster import DaskExecutor, available_cpus, local_gpus
-
-    options = SearchOptions.from_mapping(
+def _options(args):
+    return SearchOptions.from_mapping(
         {name: getattr(args, name) for name in (
             "E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT", "cut",
             "Z", "domZ", "F1", "F2", "F3", "max", "nobias", "seed")},
         source=f"gpuhmm {args.command}",
     )
+
+
+def _search(args, command):
+    from .cluster import DaskExecutor, available_cpus, local_gpus
+
+    options = _options(args)
     # Dask takes longer to import and start than everything else: start it first.
     executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
     from . import runner
@@ -165,6 +176,21 @@ def _search(args, command):
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
         db_shards=args.db_shards, model_shards=args.model_shards, shard_memory=args.shard_memory,
         command=command, executor=executor,
+    )
+
+
+def _scan(args, command):
+    from .cluster import DaskExecutor, available_cpus, local_gpus
+
+    options = _options(args)
+    executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
+    from .runner import hmmscan
+
+    hmmscan(
+        args.hmmfile, args.seqfile, options,
+        tblout=args.tblout, domtblout=args.domtblout, pfamtblout=args.pfamtblout, domains=args.domains,
+        backend=args.backend, scheduler=args.scheduler, cpus=args.cpu, db_shards=args.db_shards,
+        shard_memory=args.shard_memory, command=command, executor=executor,
     )
 
 
@@ -206,7 +232,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     _log_to_stderr()
     command = shlex.join(["gpuhmm", *argv])
-    run = {"search": _search, "phmmer": _search, "makedb": _makedb, "splitmodels": _splitmodels, "merge": _merge}[args.command]
+    run = {"search": _search, "phmmer": _search, "scan": _scan, "makedb": _makedb, "splitmodels": _splitmodels, "merge": _merge}[args.command]
     try:
         run(args, command)
     except GpuhmmError as error:

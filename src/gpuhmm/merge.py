@@ -46,8 +46,9 @@ def reduce_shards(shard_hits):
     return first.merge(*rest) if rest else first
 
 
-def write_outputs(hits, tables, domains=None, footer=()):
-    """Write the requested tables (`tables`: {"tblout": path, ...}) for models in input order.
+def write_outputs(hits, tables, domains=None, footer=(), scan=False):
+    """Write the requested tables (`tables`: {"tblout": path, ...}) for the TopHits of each
+    query in input order: models (hmmsearch), or sequences with `scan` (hmmscan).
 
     Everything is written to temporaries and renamed together: on any failure no table
     appears. `footer` lines follow each HMMER table, as hmmsearch's own do.
@@ -61,19 +62,19 @@ def write_outputs(hits, tables, domains=None, footer=()):
         for (kind, _), temporary in zip(wanted.items(), temporaries):
             with open(temporary, "wb") as handle:
                 if kind == "domains":
-                    _write_domain_table(handle, hits)
+                    _write_domain_table(handle, hits, scan)
                     continue
                 for index, model_hits in enumerate(hits):
                     model_hits.write(handle, format=TABLE_FORMATS[kind], header=index == 0)
                 handle.write("".join(f"{line}\n" for line in footer).encode())
 
 
-def hmmer_footer(command, models_file, targets_file):
+def hmmer_footer(command, models_file, targets_file, scan=False):
     """The closing lines of an HMMER table, naming gpuhmm and the command that made it."""
     rows = [
         ("Program:", "gpuhmm"),
-        ("Version:", f"{__version__} (hmmsearch 3.4 rows, through pyhmmer)"),
-        ("Pipeline mode:", "SEARCH"),
+        ("Version:", f"{__version__} ({'hmmscan' if scan else 'hmmsearch'} 3.4 rows, through pyhmmer)"),
+        ("Pipeline mode:", "SCAN" if scan else "SEARCH"),
         ("Query file:", str(models_file)),
         ("Target file:", str(targets_file)),
         ("Option settings:", command),
@@ -83,23 +84,27 @@ def hmmer_footer(command, models_file, targets_file):
     return ["#", *(f"# {key:<16} {value}" for key, value in rows), "# [ok]"]
 
 
-def _write_domain_table(handle, hits):
-    """One row per reported domain, sorted by sequence, then position, then model order."""
+def _write_domain_table(handle, hits, scan=False):
+    """One row per reported domain, sorted by sequence, then position, then model: the order
+    of the models in a search, their names in a scan (whose sequences keep input order)."""
     rows = []
-    for model_index, model_hits in enumerate(hits):
-        for hit in model_hits.reported:
+    for query_index, query_hits in enumerate(hits):
+        for hit in query_hits.reported:
+            sequence, model_length = (query_hits.query.name, hit.length) if scan else (hit.name, query_hits.query.M)
             for domain in hit.domains.reported:
                 alignment = domain.alignment
-                rows.append((hit.name, alignment.target_from, model_index, (
-                    hit.name,
+                order = (query_index, alignment.target_from, alignment.hmm_name) if scan else \
+                    (sequence, alignment.target_from, query_index)
+                rows.append((order, (
+                    sequence,
                     alignment.target_from, alignment.target_to, domain.env_from, domain.env_to,
                     _text(alignment.hmm_accession), alignment.hmm_name,
-                    alignment.hmm_from, alignment.hmm_to, model_hits.query.M,
+                    alignment.hmm_from, alignment.hmm_to, model_length,
                     f"{domain.score:.1f}", f"{domain.i_evalue:.2g}", f"{domain.c_evalue:.2g}",
                     int(domain.included),
                 )))
-    rows.sort(key=lambda row: row[:3])
-    lines = ["\t".join(DOMAIN_COLUMNS)] + ["\t".join(map(str, row[3])) for row in rows]
+    rows.sort(key=lambda row: row[0])
+    lines = ["\t".join(DOMAIN_COLUMNS)] + ["\t".join(map(str, row[1])) for row in rows]
     handle.write(("\n".join(lines) + "\n").encode())
 
 

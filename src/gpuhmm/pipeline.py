@@ -148,6 +148,80 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     return result
 
 
+def scan(models, database, options, executor, slots=1, backend="cpu"):
+    """hmmscan: per sequence of `database`, in file order, the TopHits of `models` against it,
+    with Z the number of models (or -Z) and each sequence's own domZ.
+
+    The work is still models × shards: on the GPU backend the filters of every (model group,
+    shard) task run first, as a search's do, and give each sequence the models that pass
+    them; pyhmmer's scan pipeline then runs each sequence against those models only (they
+    include every model HMMER's filters pass, and Z is fixed, so the rows are hmmscan's). On
+    the CPU backend each sequence meets every model in pyhmmer's own pipeline."""
+    arguments = dict(options.pipeline_arguments(), Z=options.Z or len(models))
+    shared = SharedContext(uuid.uuid4().hex, tuple(models), database, arguments, backend)
+    shards = [index for index, info in enumerate(database.shards) if info.sequences]
+    candidates = {shard: [] for shard in shards}  # shard → (model position, block positions) pairs
+    if backend == "gpu" and arguments["F1"] < 1.0:
+        tasks = plan_tasks(models, database, None, slots)
+        for task, survivors in executor.run(scan_filter_task, tasks, cells=[task.cells for task in tasks],
+                                            shards=[task.shard for task in tasks], shared=shared):
+            candidates[task.shard] += zip(task.positions, survivors)
+    else:
+        candidates = {shard: None for shard in shards}
+    # Several pieces per shard, so that every thread has sequences to scan.
+    pieces = max(1, -(-2 * slots // max(1, len(shards))))
+    work = [ScanPiece(shard, piece, pieces, candidates[shard]) for shard in shards for piece in range(pieces)]
+    nodes = sum(model.M for model in models)
+    per_sequence = []
+    for found in executor.run(scan_task, work, cells=[nodes * database.shards[w.shard].residues // pieces for w in work],
+                              shards=[w.shard for w in work], shared=shared):
+        per_sequence += found
+    per_sequence.sort(key=lambda pair: pair[0])
+    return [hits for _, hits in per_sequence]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanPiece:
+    """Every `pieces`-th sequence of a shard from `piece` on, and the models (by position) each
+    sequence's filters passed, or None for all of them."""
+
+    shard: int
+    piece: int
+    pieces: int
+    candidates: list | None
+
+
+def scan_filter_task(task, shared):
+    """Runs on a worker: the GPU filters of one model group against one shard; per model, the
+    block positions of the sequences that pass them."""
+    shard = resident_shards.get(shared.database, task.shard, shared.backend)
+    prepared = _filter_models(shared.search_key, task.positions, [shared.models[p] for p in task.positions])
+    filtered = _filter_in_batches(shard, prepared, shared.arguments, {}, task.shard)
+    return task, [survivors for survivors, _, _ in filtered]
+
+
+def scan_task(piece, shared):
+    """Runs on a worker: each sequence of one piece of a shard against its models, with
+    pyhmmer's scan pipeline. Returns (file position, TopHits) pairs."""
+    shard = resident_shards.get(shared.database, piece.shard, shared.backend)
+    positions = np.arange(piece.piece, shard.sequences, piece.pieces)
+    profile = _thread_profiles(shared.search_key, shared.models)
+    if piece.candidates is None:
+        models_of = {position: range(len(shared.models)) for position in positions.tolist()}
+    else:
+        models_of = {position: [] for position in positions.tolist()}
+        for model, survivors in sorted(piece.candidates, key=lambda pair: pair[0]):
+            for position in survivors[survivors % piece.pieces == piece.piece].tolist():
+                models_of[position].append(model)
+    pipeline = _thread_pipeline(shared.database.alphabet, shared.arguments)
+    found = []
+    for position, sequence in zip(positions.tolist(), shard.subset(positions)):
+        block = pyhmmer.plan7.OptimizedProfileBlock(shared.database.alphabet, [profile(m) for m in models_of[position]])
+        found.append((shard.source_index(position), pipeline.scan_seq(sequence, block)))
+        pipeline.clear()
+    return found
+
+
 @dataclasses.dataclass(frozen=True)
 class SharedContext:
     """What every task of a search needs, sent to each worker once."""
@@ -271,6 +345,10 @@ class _ResidentShard:
                 self._block = self._shard.to_block(self._alphabet, self._file_order)
             return self._block
 
+    def source_index(self, position):
+        """The file position of the sequence at block `position`."""
+        return int(self._shard.source_index[self._file_order[position]])
+
     def subset(self, positions):
         """The sequences at block `positions` (ascending: file order) as a pyhmmer block."""
         return self._shard.to_block(self._alphabet, self._file_order[positions])
@@ -339,6 +417,40 @@ def _filter_models(search_key, positions, models):
                 known.setdefault(positions[index], FilterModel(*parts))
     return [known[position] for position in positions]
 
+
+def _optimized_profiles(search_key, models):
+    """Every model's OptimizedProfile as hmmscan reads it from a pressed file (configured for
+    L = 400), made once per worker and search."""
+    with _configured_lock:
+        profiles = _profiles.get(search_key)
+        if profiles is None:
+            background = pyhmmer.plan7.Background(models[0].alphabet)
+            profiles = _profiles[search_key] = [optimized for optimized, _ in vitfilter.configured(models, background)]
+            while len(_profiles) > _CONFIGURED_SEARCHES:
+                _profiles.pop(next(iter(_profiles)))
+        return profiles
+
+
+_profiles = {}
+
+
+def _thread_profiles(search_key, models):
+    """profile(m): this thread's copy of model m's OptimizedProfile. A scan reconfigures each
+    profile for the length of the sequence at hand, so threads cannot share one (hmmscan's
+    threads each read their own from the pressed file)."""
+    shared = _optimized_profiles(search_key, models)
+    copies = _per_thread.__dict__.setdefault("profiles", {})
+    if search_key not in copies:
+        copies.clear()
+        copies[search_key] = {}
+    mine = copies[search_key]
+
+    def profile(position):
+        if position not in mine:
+            mine[position] = shared[position].copy()
+        return mine[position]
+
+    return profile
 
 #: What a pyhmmer DigitalSequence holds beside its residues (name, header, pointers), roughly.
 PYHMMER_SEQUENCE_BYTES = 256

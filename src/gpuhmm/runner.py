@@ -46,6 +46,43 @@ def phmmer(queries_file, sequences, options=SearchOptions(), *, command="gpuhmm 
     return _search(read, queries_file, sequences, options, command=command, **keywords)
 
 
+def hmmscan(
+    models_file,
+    sequences,
+    options=SearchOptions(),
+    *,
+    tblout=None,
+    domtblout=None,
+    pfamtblout=None,
+    domains=None,
+    backend="auto",
+    scheduler=None,
+    cpus=None,
+    db_shards=1,
+    shard_memory=None,
+    command="gpuhmm scan",
+    executor=None,
+):
+    """Annotate each sequence of `sequences` (FASTA or a makedb directory) with the models of
+    `models_file`, as hmmscan does (Z: the number of models, unless -Z). Returns one TopHits
+    per sequence, in file order, and writes the requested tables."""
+    cpus = cpus or available_cpus()
+    executor = executor or DaskExecutor(scheduler, cpus, gpus=local_gpus(backend))
+    with executor, contextlib.ExitStack() as cleanup:
+        backend = pipeline.resolve_backend(backend)
+        hmms = models.read_models(models_file)
+        models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
+        executor.prepare_workers(pipeline.prepare_worker, [hmm.M for hmm in hmms], backend, shard_memory)
+        database = _open_database(sequences, hmms, db_shards, cleanup, executor)
+        log.info("scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
+                 database.sequences, len(database.shards), len(hmms), backend, executor.describe())
+        per_sequence = pipeline.scan(hmms, database, options, executor, slots=cpus, backend=backend)
+        footer = merge.hmmer_footer(command, models_file, sequences, scan=True)
+        merge.write_outputs(per_sequence, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout},
+                            domains, footer, scan=True)
+    return per_sequence
+
+
 def _search(
     read_models,
     models_file,

@@ -15,7 +15,8 @@ and writes golden/cases.json (case name -> list of hmmsearch arguments) and
 golden/runs.json (set name -> hmm file, sequence file, and for each case run
 the list of table formats stored). PHMMER_RUNS are run the same way with
 `phmmer` (query file in place of the hmm file) and listed in
-golden/phmmer-runs.json.
+golden/phmmer-runs.json; SCAN_RUNS with `hmmscan` on the hmmpress'ed models,
+listed in golden/scan-runs.json.
 
 Output is deterministic except for the footer block that hmmsearch appends to
 each table (the lines from "# Program:" to "# [ok]", which include the binary
@@ -26,11 +27,13 @@ or the PyPI `hmmer` package's data/bin folder); use --hmmsearch to override.
 """
 
 import argparse
+import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,6 +71,14 @@ RUNS = {
 PHMMER_RUNS = {
     "phmmer": ("phmmer-queries.faa", "proteins.faa", {"defaults": ALL, "evalue": ALL}),
     "phmmer_heldout": ("phmmer-queries.faa", "heldout.faa", {"defaults": ALL}),
+}
+
+# hmmscan runs: set name -> (hmm file, query sequence file, {case: [formats]}),
+# written to golden/scan-runs.json. hmmscan needs a pressed model file: the hmm
+# file is unpacked and hmmpress'ed into a temporary folder first.
+SCAN_RUNS = {
+    "scan_heldout": ("pfam-test.h3m.gz", "heldout.faa",
+                     {"defaults": ALL, "cut_ga": ALL, "evalue": ALL}),
 }
 
 # the footer lines hmmsearch appends to every table (not reproducible)
@@ -124,7 +135,22 @@ def main():
                   fh, indent=2)
         fh.write("\n")
 
+    hmmscan, hmmpress = find_binary("hmmscan"), find_binary("hmmpress")
+    with open(os.path.join(golden, "scan-runs.json"), "w") as fh:
+        json.dump({name: {"hmmfile": h, "seqfile": q, "cases": c} for name, (h, q, c) in SCAN_RUNS.items()},
+                  fh, indent=2)
+        fh.write("\n")
+    pressed = tempfile.mkdtemp(prefix="gpuhmm-goldens-")
+    scan_runs = {}
+    for name, (hmmfile, seqfile, cases) in SCAN_RUNS.items():
+        unpacked = os.path.join(pressed, os.path.basename(hmmfile).removesuffix(".gz"))
+        with gzip.open(os.path.join(args.data, hmmfile), "rb") as source, open(unpacked, "wb") as target:
+            shutil.copyfileobj(source, target)
+        subprocess.run([hmmpress, "-f", unpacked], check=True, capture_output=True)
+        scan_runs[name] = (unpacked, seqfile, cases)
+
     jobs = [(exe, name, run) for name, run in RUNS.items()] + [(phmmer, name, run) for name, run in PHMMER_RUNS.items()]
+    jobs += [(hmmscan, name, run) for name, run in scan_runs.items()]
     for binary, set_name, (queryfile, seqfile, cases) in jobs:
         for case, formats in cases.items():
             outs = {fmt: os.path.join("golden", f"{set_name}.{case}.{fmt}")
