@@ -20,9 +20,9 @@ include: "rules/common.smk"
 include: "rules/prepare.smk"
 include: "rules/search.smk"
 include: "rules/merge.smk"
+include: "rules/scan.smk"
 
 
 rule all:
     input:
-        rules.merge.output,
-        rules.plot_summary.output,
+        ALL_TARGETS,

@@ -25,6 +25,14 @@ except GpuhmmError as error:
     raise WorkflowError(str(error)) from None
 
 OUTDIR = config["outdir"]
+# mode: search writes hmmsearch's tables (and the summary and its plot); mode:
+# scan writes hmmscan's.
+if config["mode"] == "scan":
+    ALL_TARGETS = [f"{OUTDIR}/scan.{kind}" for kind in ("tblout", "domtblout", "pfamtblout", "domains.tsv")]
+else:
+    ALL_TARGETS = [
+        f"{OUTDIR}/hits.{kind}" for kind in ("tblout", "domtblout", "pfamtblout")
+    ] + [f"{OUTDIR}/{name}" for name in ("domains.tsv", "summary.json", "summary.tsv", "summary.png")]
 DB_SHARDS = [f"{OUTDIR}/db/shard-{i:04d}.npz" for i in range(config["db_shards"])]
 MODEL_SHARD_IDS = [f"{i:04d}" for i in range(config["model_shards"])]
 

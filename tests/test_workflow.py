@@ -207,3 +207,14 @@ def test_a_host_workflow_uses_gpuhmm_as_a_module(tmp_path):
         assert_tables_equal(tmp_path / "gpuhmm" / f"hits.{kind}", GOLDEN / f"proteins.defaults.{kind}")
     rows = [line for line in (GOLDEN / "proteins.defaults.tblout").read_text().splitlines() if not line.startswith("#")]
     assert int((tmp_path / "annotated.count").read_text()) == len(rows)
+
+
+def test_workflow_scan_mode_gives_hmmscans_tables(tmp_path):
+    config = yaml.safe_load(_config(tmp_path).read_text())
+    config.update(mode="scan", sequences=str(DATA / "heldout.faa"), hmmer={"cut": "ga"})
+    path = tmp_path / "scan.yaml"
+    path.write_text(yaml.safe_dump(config))
+    _snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
+    for kind in TABLES:
+        assert_tables_equal(tmp_path / "out" / f"scan.{kind}", GOLDEN / f"scan_heldout.cut_ga.{kind}")
+    assert not (tmp_path / "out" / "hits").exists()  # no model-shard searches in scan mode
