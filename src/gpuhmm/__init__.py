@@ -40,4 +40,13 @@ def phmmer(queries_file, sequences, options=SearchOptions(), **keywords):
     return run(queries_file, sequences, options, **keywords)
 
 
-__all__ = ["GpuhmmError", "SearchOptions", "SequenceDatabase", "__version__", "hmmsearch", "makedb", "phmmer"]
+def hmmscan(models_file, sequences, options=SearchOptions(), **keywords):
+    """Annotate each sequence of `sequences` with the models of `models_file` as hmmscan does;
+    one TopHits per sequence. See `gpuhmm.runner.hmmscan`."""
+    from .runner import hmmscan as run
+
+    return run(models_file, sequences, options, **keywords)
+
+
+__all__ = ["GpuhmmError", "SearchOptions", "SequenceDatabase", "__version__", "hmmscan", "hmmsearch", "makedb",
+           "phmmer"]
