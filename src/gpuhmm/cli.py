@@ -108,6 +108,10 @@ def _add_search_arguments(parser, program="hmmsearch"):
     engine.add_argument("--model-shards", type=_positive_int, metavar="N",
                         help="model groups, balanced by length; tasks = model groups × database shards [auto]")
     outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
+    outputs.add_argument("--shuffle-out", metavar="FILE",
+                         help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)")
+    engine.add_argument("--shuffle", type=_integer_at_least(10), metavar="N",
+                        help="shuffles per reported hit for --shuffle-out, drawn from --seed [1000]")
     outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
     outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
 
@@ -151,6 +155,9 @@ def _build_parser():
     return parser
 
 
+DEFAULT_SHUFFLES = 1000
+
+
 def _options(args):
     return SearchOptions.from_mapping(
         {name: getattr(args, name) for name in (
@@ -164,6 +171,8 @@ def _search(args, command):
     from .cluster import DaskExecutor, available_cpus, local_gpus
 
     options = _options(args)
+    if args.shuffle and not args.shuffle_out:
+        raise GpuhmmError("--shuffle", "needs --shuffle-out FILE for its table")
     # Dask takes longer to import and start than everything else: start it first.
     executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
     from . import runner
@@ -175,7 +184,7 @@ def _search(args, command):
         domains=args.domains, summary=args.summary, summary_tsv=args.summary_tsv, hits_file=args.hits,
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
         db_shards=args.db_shards, model_shards=args.model_shards, shard_memory=args.shard_memory,
-        command=command, executor=executor,
+        shuffle=args.shuffle or DEFAULT_SHUFFLES, shuffle_out=args.shuffle_out, command=command, executor=executor,
     )
 
 

@@ -22,6 +22,10 @@ from .errors import GpuhmmError
 HITS_FORMAT = "gpuhmm-hits/1"
 
 #: `--tblout`, `--domtblout`, `--pfamtblout` → pyhmmer's `TopHits.write` format names.
+#: The shuffle significance table's columns: the first six as tblout's, then the target's
+#: Viterbi-filter score, the shuffles and their censored Gumbel fit, and the empirical P-value.
+SHUFFLE_COLUMNS = ("target_name", "target_accession", "query_name", "query_accession", "E-value", "score",
+                   "viterbi_bits", "shuffles", "gumbel_mu", "gumbel_lambda", "empirical_P")
 TABLE_FORMATS = {"tblout": "targets", "domtblout": "domains", "pfamtblout": "pfam"}
 
 DOMAIN_COLUMNS = (
@@ -46,9 +50,10 @@ def reduce_shards(shard_hits):
     return first.merge(*rest) if rest else first
 
 
-def write_outputs(hits, tables, domains=None, footer=(), scan=False):
+def write_outputs(hits, tables, domains=None, footer=(), scan=False, shuffled=None):
     """Write the requested tables (`tables`: {"tblout": path, ...}) for the TopHits of each
-    query in input order: models (hmmsearch), or sequences with `scan` (hmmscan).
+    query in input order: models (hmmsearch), or sequences with `scan` (hmmscan). `shuffled`
+    is (path, rows) of the shuffle significance table (`shuffle.COLUMNS`).
 
     Everything is written to temporaries and renamed together: on any failure no table
     appears. `footer` lines follow each HMMER table, as hmmsearch's own do.
@@ -56,6 +61,8 @@ def write_outputs(hits, tables, domains=None, footer=(), scan=False):
     wanted = {kind: Path(path) for kind, path in tables.items() if path}
     if domains:
         wanted["domains"] = Path(domains)
+    if shuffled:
+        wanted["shuffled"] = Path(shuffled[0])
     if not wanted:
         return
     with atomic_outputs(*wanted.values()) as temporaries:
@@ -63,6 +70,10 @@ def write_outputs(hits, tables, domains=None, footer=(), scan=False):
             with open(temporary, "wb") as handle:
                 if kind == "domains":
                     _write_domain_table(handle, hits, scan)
+                    continue
+                if kind == "shuffled":
+                    lines = ["\t".join(SHUFFLE_COLUMNS)] + ["\t".join(map(str, row)) for row in shuffled[1]]
+                    handle.write(("\n".join(lines) + "\n").encode())
                     continue
                 for index, model_hits in enumerate(hits):
                     model_hits.write(handle, format=TABLE_FORMATS[kind], header=index == 0)

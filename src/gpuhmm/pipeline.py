@@ -26,7 +26,7 @@ import uuid
 import numpy as np
 import pyhmmer.plan7
 
-from . import _tophits, fwdfilter, msv, prefilter, vitfilter
+from . import _tophits, fwdfilter, msv, prefilter, shuffle, vitfilter
 from .errors import GpuhmmError
 from .models import balance_by_length, guided_groups
 
@@ -146,6 +146,26 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
         log.info("worker %s: %d tasks, first started at %.1fs, last ended at %.1fs, %.0f task-seconds",
                  name, worker["tasks"], worker["first_start_s"], worker["last_end_s"], worker["busy_s"])
     return result
+
+
+def significance(models, hits_by_model, database, count, seed, backend):
+    """The shuffle significance rows (`shuffle`) of every reported hit, scored on this process's
+    GPU engine, or on its numpy reference (the CPU reference) on the CPU backend."""
+    engine = _gpu_engine() if backend == "gpu" else prefilter.ReferenceEngine()
+    background = pyhmmer.plan7.Background(database.alphabet)
+    profiles = vitfilter.viterbi_profiles(models, background)
+    wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
+    found = {}
+    for index in range(len(database.shards)):
+        shard = database.load_shard(index)
+        lengths, source_index = shard.lengths.tolist(), shard.source_index.tolist()
+        for position, name in enumerate(shard.names):
+            key = (name, lengths[position])
+            # The first in file order, as `_ResidentShard.file_position` takes.
+            if key in wanted and (key not in found or source_index[position] < found[key][1]):
+                found[key] = (shard.residues[shard.offsets[position]:shard.offsets[position + 1]], source_index[position])
+    return shuffle.significance_rows(engine, hits_by_model, profiles, lambda name, length: found[(name, length)],
+                                     count, seed, database.alphabet)
 
 
 def scan(models, database, options, executor, slots=1, backend="cpu"):

@@ -96,6 +96,8 @@ def _search(
     summary=None,
     summary_tsv=None,
     hits_file=None,
+    shuffle=None,
+    shuffle_out=None,
     backend="auto",
     scheduler=None,
     cpus=None,
@@ -109,6 +111,8 @@ def _search(
 
     `shard_memory` is the bytes each worker may keep database shards resident in (None: half
     its GPU's memory, or half the host's on the CPU backend).
+    `shuffle` (N) and `shuffle_out` (a path) add the table of empirical P-values from N shuffles
+    of each reported hit's target (`gpuhmm.shuffle`).
     `executor` is a `DaskExecutor` already starting (the CLI starts it before its imports).
     """
     stages = []
@@ -140,8 +144,14 @@ def _search(
         started = time.perf_counter()
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
         footer = merge.hmmer_footer(command, models_file, sequences)
+        shuffled = None
+        if shuffle_out:
+            started_shuffles = time.perf_counter()
+            shuffled = (shuffle_out, pipeline.significance(hmms, merged, database, shuffle, options.seed, backend))
+            stages.append({"name": f"{shuffle} shuffles per hit", "seconds": time.perf_counter() - started_shuffles})
         merge.write_outputs(
-            merged, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout}, domains, footer
+            merged, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout}, domains, footer,
+            shuffled=shuffled,
         )
         run = {
             "program": "gpuhmm search",

@@ -1,0 +1,136 @@
+"""Pairwise statistical significance by shuffling (`--shuffle N`), after the GPU-PSSE paper.
+
+For every reported hit (model, target), the target is shuffled N times. The shuffle is a
+uniform random permutation of its residues (Fisher–Yates), so each shuffle keeps the target's
+exact residue composition and length. Each shuffle, and the target itself, is scored with the
+model's `p7_ViterbiFilter` score on the engine: the GPU kernel, or its numpy reference, which
+is the CPU reference. The two give bit-identical scores, so their fits and P-values are
+identical too. A Gumbel is fitted to the N shuffled scores by censored maximum likelihood, on
+the upper half of the scores (the lower half counts only as being below the median). The
+empirical P-value of the hit is the fitted Gumbel's P(S ≥ score of the target); a target whose
+Viterbi-filter score overflows (+inf, as in HMMER) gets 0.
+
+Shuffles are drawn from numpy's PCG64, seeded with (--seed, model position, target file
+position), so a table depends only on the seed, never on sharding or threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import prefilter
+
+#: Shuffled residues scored per engine call: bounds the memory of one batch.
+BATCH_RESIDUES = 20_000_000
+
+
+def shuffles(codes, count, seed, model_position, target_position):
+    """`count` composition-preserving shuffles of `codes` (uint8 residues), (count, L)."""
+    generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, model_position, target_position])))
+    return generator.permuted(np.broadcast_to(np.asarray(codes, dtype=np.uint8), (count, len(codes))), axis=1)
+
+
+def fit_censored_gumbel(scores):
+    """(mu, lambda) of the Gumbel that maximizes the likelihood of the scores above their
+    median, given how many lie at or below it (type I censoring at the median).
+
+    With z scores censored at phi and the others x_i, dL/dmu = 0 gives mu as a function of
+    lambda, and dL/dlambda = 0 then reduces to one equation in lambda,
+        1/lambda - mean(x) + (z phi e^(-lambda phi) + sum x_i e^(-lambda x_i))
+                             / (z e^(-lambda phi) + sum e^(-lambda x_i)) = 0,
+    decreasing in lambda; it is solved by bisection.
+    """
+    scores = np.sort(np.asarray(scores, dtype=np.float64))
+    scores = scores[np.isfinite(scores)]
+    if len(scores) < 4 or scores[-1] == scores[0]:
+        return math.nan, math.nan
+    phi = float(np.median(scores))
+    observed = scores[scores > phi]
+    censored = len(scores) - len(observed)
+    if len(observed) < 2:
+        return math.nan, math.nan
+    mean = observed.mean()
+
+    def weighted(lam):
+        # Shifted by the smallest value, so the exponentials cannot overflow.
+        shift = phi
+        weights = np.exp(-lam * (observed - shift))
+        edge = censored * 1.0  # e^(-lam (phi - shift)) = 1
+        total = edge + weights.sum()
+        return total, (censored * phi + (observed * weights).sum()) / total
+
+    def equation(lam):
+        return 1.0 / lam - mean + weighted(lam)[1]
+
+    low, high = 1e-6, 1.0
+    while equation(high) > 0 and high < 1e6:
+        high *= 2.0
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if equation(middle) > 0:
+            low = middle
+        else:
+            high = middle
+    lam = 0.5 * (low + high)
+    total, _ = weighted(lam)
+    mu = phi - math.log(total / len(observed)) / lam
+    return mu, lam
+
+
+def gumbel_pvalue(score, mu, lam):
+    """P(S >= score) for a Gumbel(mu, lambda); 0 for a score that overflowed (+inf)."""
+    if not math.isfinite(mu) or not math.isfinite(lam):
+        return math.nan
+    if math.isinf(score):
+        return 0.0
+    return -math.expm1(-math.exp(-lam * (score - mu)))
+
+
+def significance_rows(engine, hits_by_model, profiles, targets, count, seed, alphabet):
+    """The table's rows (merge.SHUFFLE_COLUMNS) for every reported hit, models in order, hits
+    as reported.
+
+    `profiles` are the models' ViterbiProfiles; targets(name, length) gives a reported target's
+    (digital residues, file position)."""
+    work = []
+    for model_position, model_hits in enumerate(hits_by_model):
+        for hit in model_hits.reported:
+            codes, file_position = targets(hit.name, hit.length)
+            work.append((model_position, model_hits, hit, codes, file_position))
+    rows = []
+    start = 0
+    while start < len(work):
+        end, residues = start, 0
+        while end < len(work) and (end == start or residues + (count + 1) * len(work[end][3]) <= BATCH_RESIDUES):
+            residues += (count + 1) * len(work[end][3])
+            end += 1
+        rows += _score_batch(engine, work[start:end], profiles, count, seed, alphabet)
+        start = end
+    return rows
+
+
+def _score_batch(engine, work, profiles, count, seed, alphabet):
+    """Each hit's target and its shuffles as one shard; one Viterbi pair list over all of them."""
+    pieces, pair_model = [], []
+    for model_position, _, _, codes, file_position in work:
+        pieces.append(np.asarray(codes, dtype=np.uint8)[None, :])
+        pieces.append(shuffles(codes, count, seed, model_position, file_position))
+        pair_model += [model_position] * (count + 1)
+    lengths = np.concatenate([np.full(len(piece), piece.shape[1]) for piece in pieces])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    residues = np.concatenate([piece.reshape(-1) for piece in pieces])
+    shard = prefilter.FilterShard.build(residues, offsets, alphabet)
+    scores = prefilter.viterbi_filter(engine, profiles, shard, np.array(pair_model), np.arange(len(pair_model)))
+    bits = (scores.astype(np.float64) - shard.null1.astype(np.float64)) / math.log(2)
+    rows = []
+    for index, (model_position, model_hits, hit, _, _) in enumerate(work):
+        own = bits[index * (count + 1)]
+        shuffled = bits[index * (count + 1) + 1:(index + 1) * (count + 1)]
+        mu, lam = fit_censored_gumbel(shuffled)
+        query = model_hits.query
+        rows.append((hit.name, hit.accession or "-", query.name, query.accession or "-", f"{hit.evalue:.2g}",
+                     f"{hit.score:.1f}", f"{own:.2f}", count, f"{mu:.4f}", f"{lam:.4f}",
+                     f"{gumbel_pvalue(own, mu, lam):.3g}"))
+    return rows
