@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from . import prefilter
+from . import prefilter, vitfilter
 
 #: Shuffled residues scored per engine call: bounds the memory of one batch.
 BATCH_RESIDUES = 20_000_000
@@ -122,7 +122,13 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     residues = np.concatenate([piece.reshape(-1) for piece in pieces])
     shard = prefilter.FilterShard.build(residues, offsets, alphabet)
-    scores = prefilter.viterbi_filter(engine, profiles, shard, np.array(pair_model), np.arange(len(pair_model)))
+    pair_model = np.array(pair_model)
+    scores = prefilter.viterbi_filter(engine, profiles, shard, pair_model, np.arange(len(pair_model)))
+    # Models too large for the kernel (NaN) are scored by the numpy model of vitfilter.c.
+    for model_position in np.unique(pair_model[np.isnan(scores)]).tolist():
+        pairs = np.flatnonzero(np.isnan(scores) & (pair_model == model_position))
+        scores[pairs] = vitfilter.viterbi_scores(
+            profiles[model_position], [residues[offsets[pair]:offsets[pair + 1]] for pair in pairs.tolist()])
     bits = (scores.astype(np.float64) - shard.null1.astype(np.float64)) / math.log(2)
     rows = []
     for index, (model_position, model_hits, hit, _, _) in enumerate(work):
