@@ -180,14 +180,13 @@ def scan(models, database, options, executor, slots=1, backend="cpu"):
     arguments = dict(options.pipeline_arguments(), Z=options.Z or len(models))
     shared = SharedContext(uuid.uuid4().hex, tuple(models), database, arguments, backend)
     shards = [index for index, info in enumerate(database.shards) if info.sequences]
-    candidates = {shard: [] for shard in shards}  # shard → (model position, block positions) pairs
+    candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
     if backend == "gpu" and arguments["F1"] < 1.0:
+        candidates = {shard: [] for shard in shards}
         tasks = plan_tasks(models, database, None, slots)
         for task, survivors in executor.run(scan_filter_task, tasks, cells=[task.cells for task in tasks],
                                             shards=[task.shard for task in tasks], shared=shared):
             candidates[task.shard] += zip(task.positions, survivors)
-    else:
-        candidates = {shard: None for shard in shards}
     # Several pieces per shard, so that every thread has sequences to scan.
     pieces = max(1, -(-2 * slots // max(1, len(shards))))
     work = [ScanPiece(shard, piece, pieces, candidates[shard]) for shard in shards for piece in range(pieces)]

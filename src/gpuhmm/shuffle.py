@@ -54,11 +54,9 @@ def fit_censored_gumbel(scores):
     mean = observed.mean()
 
     def weighted(lam):
-        # Shifted by the smallest value, so the exponentials cannot overflow.
-        shift = phi
-        weights = np.exp(-lam * (observed - shift))
-        edge = censored * 1.0  # e^(-lam (phi - shift)) = 1
-        total = edge + weights.sum()
+        # Every term is multiplied by e^(lam phi), so none can overflow: the censored ones become 1.
+        weights = np.exp(-lam * (observed - phi))
+        total = censored + weights.sum()
         return total, (censored * phi + (observed * weights).sum()) / total
 
     def equation(lam):
