@@ -156,7 +156,13 @@ class DaskExecutor:
     def prepare_workers(self, setup, *arguments):
         """Run setup(*arguments) on every worker now, and on any worker that joins later (one
         that replaces a lost worker, say), through a Dask worker plugin. A later search's plugin
-        replaces this one. setup should start long work in the background and return at once."""
+        replaces this one. setup should start long work in the background and return at once.
+
+        Workers in this process are this process: setup runs here at once, without waiting for
+        the cluster to start, so that its work overlaps the start and the reading of the inputs."""
+        if self.in_process:
+            setup(*arguments)
+            return
         self.client().register_plugin(_search_plugin()(setup, arguments), name="gpuhmm-search")
 
     def worker_count(self):
