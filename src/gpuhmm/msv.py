@@ -59,10 +59,7 @@ class MsvModel:
     def from_hmm(cls, hmm, background, optimized=None):
         """From `hmm`, or from its OptimizedProfile as hmmsearch configures it (L = 400) where
         the caller has one."""
-        if optimized is None:
-            profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
-            profile.configure(hmm, background, L=400)
-            optimized = profile.to_optimized()
+        optimized = optimized or configured_profile(hmm, background)
         striped = np.asarray(optimized.rbv)
         quads = striped.shape[1] // 16
         nodes = np.arange(hmm.M)
@@ -73,6 +70,14 @@ class MsvModel:
             scale=optimized.scale_b, tbm=optimized.tbm, tec=optimized.tec,
             mu=parameters[0], lam=parameters[1],
         )
+
+
+def configured_profile(hmm, background):
+    """`hmm`'s OptimizedProfile as hmmsearch configures it, and as hmmpress stores it for
+    hmmscan: local multihit, for a target length of 400 (each target then sets its own)."""
+    profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
+    profile.configure(hmm, background, L=400)
+    return profile.to_optimized()
 
 
 def msv_models(hmms, optimized=None):
@@ -113,10 +118,7 @@ class LengthTerms:
 
 def _length_probe(alphabet, background):
     """Any optimized profile: `tjb` depends only on the target length."""
-    hmm = pyhmmer.plan7.HMM.sample(alphabet, 2, pyhmmer.easel.Randomness(1))
-    profile = pyhmmer.plan7.Profile(2, alphabet)
-    profile.configure(hmm, background, L=400)
-    return profile.to_optimized()
+    return configured_profile(pyhmmer.plan7.HMM.sample(alphabet, 2, pyhmmer.easel.Randomness(1)), background)
 
 
 def ssv_outcome(model, best, tjb):

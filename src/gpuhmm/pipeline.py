@@ -437,39 +437,38 @@ def _filter_models(search_key, positions, models):
     return [known[position] for position in positions]
 
 
-def _optimized_profiles(search_key, models):
-    """Every model's OptimizedProfile as hmmscan reads it from a pressed file (configured for
-    L = 400), made once per worker and search."""
-    with _configured_lock:
-        profiles = _profiles.get(search_key)
-        if profiles is None:
-            background = pyhmmer.plan7.Background(models[0].alphabet)
-            profiles = _profiles[search_key] = [optimized for optimized, _ in vitfilter.configured(models, background)]
-            while len(_profiles) > _CONFIGURED_SEARCHES:
-                _profiles.pop(next(iter(_profiles)))
-        return profiles
-
-
-_profiles = {}
+#: Per search (the latest few), the OptimizedProfiles a worker has configured for a scan, by
+#: model position: only the models some sequence of the worker's pieces needs.
+_profiles = collections.OrderedDict()
 
 
 def _thread_profiles(search_key, models):
-    """profile(m): this thread's copy of model m's OptimizedProfile. A scan reconfigures each
-    profile for the length of the sequence at hand, so threads cannot share one (hmmscan's
-    threads each read their own from the pressed file)."""
-    shared = _optimized_profiles(search_key, models)
+    """profile(m): this thread's copy of model m's OptimizedProfile (`msv.configured_profile`,
+    as hmmscan reads it from a pressed file). A scan reconfigures each profile for the length
+    of the sequence at hand, so threads cannot share one (hmmscan's threads each read their
+    own); the worker configures each model once, and each thread copies it."""
+    with _configured_lock:
+        if search_key not in _profiles:
+            _profiles[search_key] = {}
+            while len(_profiles) > _CONFIGURED_SEARCHES:
+                _profiles.popitem(last=False)
+        configured = _profiles[search_key]
     copies = _per_thread.__dict__.setdefault("profiles", {})
     if search_key not in copies:
         copies.clear()
         copies[search_key] = {}
     mine = copies[search_key]
+    background = pyhmmer.plan7.Background(models[0].alphabet)
 
     def profile(position):
         if position not in mine:
-            mine[position] = shared[position].copy()
+            if position not in configured:
+                configured.setdefault(position, msv.configured_profile(models[position], background))
+            mine[position] = configured[position].copy()
         return mine[position]
 
     return profile
+
 
 #: What a pyhmmer DigitalSequence holds beside its residues (name, header, pointers), roughly.
 PYHMMER_SEQUENCE_BYTES = 256
@@ -508,11 +507,13 @@ class ResidentShards:
             entry = self._shards.setdefault(key, {"lock": threading.Lock(), "shard": None})
             self._shards.move_to_end(key)
         with entry["lock"]:
-            if entry["shard"] is None:
+            loaded = entry["shard"] is None
+            if loaded:
                 entry["shard"] = _ResidentShard(database.load_shard(index), database.alphabet)
-                with self._lock:
-                    self.loads += 1
-        self._keep_within_budget(key, backend)
+        if loaded:  # the held memory grows most with a new shard: only then is the budget checked
+            with self._lock:
+                self.loads += 1
+            self._keep_within_budget(key, backend)
         return entry["shard"]
 
     def _keep_within_budget(self, newest, backend):

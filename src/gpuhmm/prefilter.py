@@ -69,15 +69,16 @@ class FilterShard:
         return (*self._kernel_columns, self.tjb)
 
     def footprint(self):
-        """Bytes of every array this shard has laid out (each also resident on a GPU)."""
-        with self.lock:
-            arrays = [self.residues, self.offsets, self.tjb, self.null1]
-            arrays += [array for inputs in self.pair_inputs.values() for array in inputs]
-            for blocks in self.blocks.values():
-                arrays += [blocks.block_start, blocks.heights, blocks.column_start, blocks.column_sequences,
-                           blocks.sequence_row]
-            unique = {id(array): array.nbytes for array in arrays}  # the pair inputs share columns
-            return sum(unique.values()) + sum(blocks.size for blocks in self.blocks.values())
+        """Bytes of every array this shard has laid out (each also resident on a GPU). Taken from
+        snapshots, without the lock that a thread laying out warp blocks holds for long."""
+        laid_out, pair_inputs = list(self.blocks.values()), list(self.pair_inputs.values())
+        arrays = [self.residues, self.offsets, self.tjb, self.null1]
+        arrays += [array for inputs in pair_inputs for array in inputs]
+        for blocks in laid_out:
+            arrays += [blocks.block_start, blocks.heights, blocks.column_start, blocks.column_sequences,
+                       blocks.sequence_row]
+        unique = {id(array): array.nbytes for array in arrays}  # the pair inputs share columns
+        return sum(unique.values()) + sum(blocks.size for blocks in laid_out)
 
     def warp_blocks(self, S, warps):
         with self.lock:

@@ -22,9 +22,8 @@ import math
 import struct
 
 import numpy as np
-import pyhmmer.plan7
 
-from .msv import gumbel_pvalues
+from .msv import configured_profile, gumbel_pvalues
 
 NEG_INF_WORD = -32768
 _E, _N, _J, _C = 0, 1, 2, 3
@@ -135,9 +134,7 @@ def configured(hmms, background):
     only some of them)."""
     written = []
     for hmm in hmms:
-        profile = pyhmmer.plan7.Profile(hmm.M, hmm.alphabet)
-        profile.configure(hmm, background, L=400)
-        optimized = profile.to_optimized()
+        optimized = configured_profile(hmm, background)
         filter_bytes, profile_bytes = io.BytesIO(), io.BytesIO()
         optimized.write(filter_bytes, profile_bytes)
         written.append((optimized, profile_bytes.getvalue()))
