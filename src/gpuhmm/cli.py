@@ -36,6 +36,7 @@ def _integer_at_least(minimum):
 
 
 _positive_int = _integer_at_least(1)
+DEFAULT_SHUFFLES = 1000
 
 
 def _gigabytes(text):
@@ -87,12 +88,20 @@ def _add_hmmer_options(parser):
 
 
 def _add_search_arguments(parser, program="hmmsearch"):
-    """The outputs, HMMER options and engine settings of `search`, `phmmer` and `scan`."""
+    """The outputs, HMMER options and engine settings of `search` and `phmmer` (hmmsearch's
+    view) and of `scan` (hmmscan's, one query per sequence: no model shards, summary or shuffles)."""
+    searching = program != "hmmscan"
     outputs = parser.add_argument_group("outputs")
     outputs.add_argument("--tblout", metavar="FILE", help=f"per-sequence hits table, as {program}")
     outputs.add_argument("--domtblout", metavar="FILE", help=f"per-domain hits table, as {program}")
     outputs.add_argument("--pfamtblout", metavar="FILE", help=f"Pfam-style table, as {program}")
     outputs.add_argument("--domains", metavar="FILE", help="per-sequence domain table (TSV, pfam_scan style)")
+    if searching:
+        outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
+        outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
+        outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
+        outputs.add_argument("--shuffle-out", metavar="FILE",
+                             help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)")
     _add_hmmer_options(parser)
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_positive_int, metavar="N", help="worker threads [all cores]")
@@ -103,17 +112,11 @@ def _add_search_arguments(parser, program="hmmsearch"):
     engine.add_argument("--shard-memory", type=_gigabytes, metavar="GB",
                         help="memory each worker may keep database shards resident in; the least recently used "
                              "go first [half the GPU's memory; on the CPU backend, half the host's]")
-    if program == "hmmscan":
-        return
-    engine.add_argument("--model-shards", type=_positive_int, metavar="N",
-                        help="model groups, balanced by length; tasks = model groups × database shards [auto]")
-    outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
-    outputs.add_argument("--shuffle-out", metavar="FILE",
-                         help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)")
-    engine.add_argument("--shuffle", type=_integer_at_least(10), metavar="N",
-                        help="shuffles per reported hit for --shuffle-out, drawn from --seed [1000]")
-    outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
-    outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
+    if searching:
+        engine.add_argument("--model-shards", type=_positive_int, metavar="N",
+                            help="model groups, balanced by length; tasks = model groups × database shards [auto]")
+        engine.add_argument("--shuffle", type=_integer_at_least(10), metavar="N",
+                            help=f"shuffles per reported hit for --shuffle-out, drawn from --seed [{DEFAULT_SHUFFLES}]")
 
 
 def _build_parser():
@@ -153,9 +156,6 @@ def _build_parser():
     for flag in ("--tblout", "--domtblout", "--pfamtblout", "--domains", "--summary", "--summary-tsv"):
         merge.add_argument(flag, metavar="FILE")
     return parser
-
-
-DEFAULT_SHUFFLES = 1000
 
 
 def _options(args):
@@ -241,7 +241,8 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     _log_to_stderr()
     command = shlex.join(["gpuhmm", *argv])
-    run = {"search": _search, "phmmer": _search, "scan": _scan, "makedb": _makedb, "splitmodels": _splitmodels, "merge": _merge}[args.command]
+    run = {"search": _search, "phmmer": _search, "scan": _scan, "makedb": _makedb, "splitmodels": _splitmodels,
+           "merge": _merge}[args.command]
     try:
         run(args, command)
     except GpuhmmError as error:

@@ -22,11 +22,12 @@ from .errors import GpuhmmError
 HITS_FORMAT = "gpuhmm-hits/1"
 
 #: `--tblout`, `--domtblout`, `--pfamtblout` → pyhmmer's `TopHits.write` format names.
+TABLE_FORMATS = {"tblout": "targets", "domtblout": "domains", "pfamtblout": "pfam"}
+
 #: The shuffle significance table's columns: the first six as tblout's, then the target's
 #: Viterbi-filter score, the shuffles and their censored Gumbel fit, and the empirical P-value.
 SHUFFLE_COLUMNS = ("target_name", "target_accession", "query_name", "query_accession", "E-value", "score",
                    "viterbi_bits", "shuffles", "gumbel_mu", "gumbel_lambda", "empirical_P")
-TABLE_FORMATS = {"tblout": "targets", "domtblout": "domains", "pfamtblout": "pfam"}
 
 DOMAIN_COLUMNS = (
     "seq_id", "ali_start", "ali_end", "env_start", "env_end", "hmm_acc", "hmm_name",
@@ -53,7 +54,7 @@ def reduce_shards(shard_hits):
 def write_outputs(hits, tables, domains=None, footer=(), scan=False, shuffled=None):
     """Write the requested tables (`tables`: {"tblout": path, ...}) for the TopHits of each
     query in input order: models (hmmsearch), or sequences with `scan` (hmmscan). `shuffled`
-    is (path, rows) of the shuffle significance table (`shuffle.COLUMNS`).
+    is (path, rows) of the shuffle significance table (SHUFFLE_COLUMNS).
 
     Everything is written to temporaries and renamed together: on any failure no table
     appears. `footer` lines follow each HMMER table, as hmmsearch's own do.

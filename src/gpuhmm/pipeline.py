@@ -152,8 +152,9 @@ def significance(models, hits_by_model, database, count, seed, backend):
     """The shuffle significance rows (`shuffle`) of every reported hit, scored on this process's
     GPU engine, or on its numpy reference (the CPU reference) on the CPU backend."""
     engine = _gpu_engine() if backend == "gpu" else prefilter.ReferenceEngine()
-    background = pyhmmer.plan7.Background(database.alphabet)
-    profiles = vitfilter.viterbi_profiles(models, background)
+    positions = [position for position, model_hits in enumerate(hits_by_model) if len(model_hits.reported)]
+    profiles = vitfilter.viterbi_profiles([models[p] for p in positions], pyhmmer.plan7.Background(database.alphabet))
+    assessed = [(position, hits_by_model[position], profile) for position, profile in zip(positions, profiles)]
     wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
     found = {}
     for index in range(len(database.shards)):
@@ -164,7 +165,7 @@ def significance(models, hits_by_model, database, count, seed, backend):
             # The first in file order, as `_ResidentShard.file_position` takes.
             if key in wanted and (key not in found or source_index[position] < found[key][1]):
                 found[key] = (shard.residues[shard.offsets[position]:shard.offsets[position + 1]], source_index[position])
-    return shuffle.significance_rows(engine, hits_by_model, profiles, lambda name, length: found[(name, length)],
+    return shuffle.significance_rows(engine, assessed, lambda name, length: found[(name, length)],
                                      count, seed, database.alphabet)
 
 

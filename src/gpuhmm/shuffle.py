@@ -86,36 +86,39 @@ def gumbel_pvalue(score, mu, lam):
     return -math.expm1(-math.exp(-lam * (score - mu)))
 
 
-def significance_rows(engine, hits_by_model, profiles, targets, count, seed, alphabet):
+def significance_rows(engine, assessed, targets, count, seed, alphabet):
     """The table's rows (merge.SHUFFLE_COLUMNS) for every reported hit, models in order, hits
     as reported.
 
-    `profiles` are the models' ViterbiProfiles; targets(name, length) gives a reported target's
-    (digital residues, file position)."""
+    `assessed` lists (model position, its TopHits, its ViterbiProfile) for the models with
+    reported hits; targets(name, length) gives a reported target's (digital residues, file
+    position)."""
+    profiles = [profile for _, _, profile in assessed]
     work = []
-    for model_position, model_hits in enumerate(hits_by_model):
+    for index, (model_position, model_hits, _) in enumerate(assessed):
         for hit in model_hits.reported:
             codes, file_position = targets(hit.name, hit.length)
-            work.append((model_position, model_hits, hit, codes, file_position))
-    rows = []
-    start = 0
-    while start < len(work):
-        end, residues = start, 0
-        while end < len(work) and (end == start or residues + (count + 1) * len(work[end][3]) <= BATCH_RESIDUES):
-            residues += (count + 1) * len(work[end][3])
-            end += 1
-        rows += _score_batch(engine, work[start:end], profiles, count, seed, alphabet)
-        start = end
+            work.append((index, model_position, model_hits, hit, codes, file_position))
+    rows, batch, batch_residues = [], [], 0
+    for item in work:
+        residues = (count + 1) * len(item[4])
+        if batch and batch_residues + residues > BATCH_RESIDUES:
+            rows += _score_batch(engine, batch, profiles, count, seed, alphabet)
+            batch, batch_residues = [], 0
+        batch.append(item)
+        batch_residues += residues
+    if batch:
+        rows += _score_batch(engine, batch, profiles, count, seed, alphabet)
     return rows
 
 
 def _score_batch(engine, work, profiles, count, seed, alphabet):
     """Each hit's target and its shuffles as one shard; one Viterbi pair list over all of them."""
     pieces, pair_model = [], []
-    for model_position, _, _, codes, file_position in work:
+    for profile_index, model_position, _, _, codes, file_position in work:
         pieces.append(np.asarray(codes, dtype=np.uint8)[None, :])
         pieces.append(shuffles(codes, count, seed, model_position, file_position))
-        pair_model += [model_position] * (count + 1)
+        pair_model += [profile_index] * (count + 1)
     lengths = np.concatenate([np.full(len(piece), piece.shape[1]) for piece in pieces])
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     residues = np.concatenate([piece.reshape(-1) for piece in pieces])
@@ -123,13 +126,13 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
     pair_model = np.array(pair_model)
     scores = prefilter.viterbi_filter(engine, profiles, shard, pair_model, np.arange(len(pair_model)))
     # Models too large for the kernel (NaN) are scored by the numpy model of vitfilter.c.
-    for model_position in np.unique(pair_model[np.isnan(scores)]).tolist():
-        pairs = np.flatnonzero(np.isnan(scores) & (pair_model == model_position))
+    for profile_index in np.unique(pair_model[np.isnan(scores)]).tolist():
+        pairs = np.flatnonzero(np.isnan(scores) & (pair_model == profile_index))
         scores[pairs] = vitfilter.viterbi_scores(
-            profiles[model_position], [residues[offsets[pair]:offsets[pair + 1]] for pair in pairs.tolist()])
+            profiles[profile_index], [residues[offsets[pair]:offsets[pair + 1]] for pair in pairs.tolist()])
     bits = (scores.astype(np.float64) - shard.null1.astype(np.float64)) / math.log(2)
     rows = []
-    for index, (model_position, model_hits, hit, _, _) in enumerate(work):
+    for index, (_, _, model_hits, hit, _, _) in enumerate(work):
         own = bits[index * (count + 1)]
         shuffled = bits[index * (count + 1) + 1:(index + 1) * (count + 1)]
         mu, lam = fit_censored_gumbel(shuffled)
