@@ -10,7 +10,7 @@ import sys
 
 from ._version import __version__
 from .errors import GpuhmmError
-from .options import SearchOptions
+from .options import DEFAULT_SHUFFLES, SearchOptions
 
 log = logging.getLogger("gpuhmm")
 
@@ -36,7 +36,6 @@ def _integer_at_least(minimum):
 
 
 _positive_int = _integer_at_least(1)
-DEFAULT_SHUFFLES = 1000
 
 
 def _gigabytes(text):

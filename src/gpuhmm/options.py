@@ -21,6 +21,9 @@ THRESHOLD_OPTIONS = ("E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdo
 #: hmmsearch refuses the filter thresholds together with `--max`.
 FILTER_OPTIONS = ("F1", "F2", "F3")
 
+#: Shuffles per reported hit for the shuffle significance table (`--shuffle`).
+DEFAULT_SHUFFLES = 1000
+
 
 @dataclasses.dataclass(frozen=True)
 class SearchOptions:

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import merge, models, pipeline, seqdb
 from .cluster import DaskExecutor, available_cpus, local_gpus
 from .errors import GpuhmmError
-from .options import SearchOptions
+from .options import DEFAULT_SHUFFLES, SearchOptions
 
 log = logging.getLogger("gpuhmm")
 
@@ -96,7 +96,7 @@ def _search(
     summary=None,
     summary_tsv=None,
     hits_file=None,
-    shuffle=None,
+    shuffle=DEFAULT_SHUFFLES,
     shuffle_out=None,
     backend="auto",
     scheduler=None,
