@@ -90,4 +90,4 @@ def test_kernels_load_from_the_disk_cache(pfam_test_data, tmp_path, monkeypatch)
     assert stored and len(stored) == len(list(tmp_path.glob("gpuhmm-*.name")))
     for first, second in zip(*outcomes):
         for a, b in zip(first, second):
-            assert np.array_equal(a, b)
+            np.testing.assert_array_equal(a, b)  # scores are NaN where a pair did not pass
