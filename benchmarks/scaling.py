@@ -160,6 +160,8 @@ def main(argv=None):
             "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command), "cluster": summary.get("cluster"),
             "stages": summary.get("stages"), "tasks": summary.get("tasks"), "filters": summary.get("filters"),
             "workers": summary.get("workers"), "gpu_stages": summary.get("gpu_stages"),
+            "log": [line for line in (work / f"gpus-{gpus}.log").read_text(errors="replace").splitlines()
+                    if "gpuhmm:" in line and " tasks, " not in line],
         }
         others = sorted(int(g) for g in result["wall_s"] if int(g) != gpus)
         if others:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -10,11 +11,13 @@ from pathlib import Path
 
 import dask
 import distributed
+import numpy as np
 import pytest
 import yaml
 
 from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
-from gpuhmm import cluster
+from gpuhmm import cluster, pipeline
+from gpuhmm.models import ModelsOnDisk, read_models
 from gpuhmm.cli import main
 
 
@@ -121,3 +124,29 @@ def test_a_search_whose_shards_do_not_all_fit_still_gives_hmmsearchs_tables(tmp_
     assert "leaves this worker's memory" in caplog.text
     for kind in TABLES:
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
+
+
+def _same_fields(first, second):
+    for field in dataclasses.fields(first):
+        a, b = getattr(first, field.name), getattr(second, field.name)
+        if dataclasses.is_dataclass(a):
+            _same_fields(a, b)
+        else:
+            assert np.array_equal(a, b), field.name
+
+
+def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():
+    """Given the models on disk, a GPU worker configures every model in the background as the
+    search starts; its tasks then take those, equal to what they would configure themselves.
+    (Without CuPy the kernels' loading fails quietly; the configuring needs none.)"""
+    hmms = read_models(DATA / "pfam-test.h3m.gz")
+    on_disk = ModelsOnDisk.of(DATA / "pfam-test.h3m.gz", hmms)
+    pipeline.prepare_worker([hmm.M for hmm in hmms], "gpu", None, on_disk)
+    assert pipeline._configuring_ahead[on_disk.key].wait(120)
+    positions = range(len(hmms))
+    ahead = pipeline._configured[on_disk.key]
+    assert sorted(ahead) == list(positions)
+    taken = pipeline._filter_models(on_disk.key, [3, 1], [hmms[3], hmms[1]])
+    assert taken[0] is ahead[3] and taken[1] is ahead[1]
+    for configured, own in zip(ahead.values(), pipeline._filter_models("a task's own", positions, hmms)):
+        _same_fields(configured, own)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import os
+import pickle
+import shutil
+
 import pytest
 
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
-from gpuhmm.models import ModelShards, balance_by_length, read_models, split_models
+from gpuhmm.errors import GpuhmmError
+from gpuhmm.models import ModelShards, ModelsOnDisk, _read_files, balance_by_length, read_models, split_models
 
 MODELS = DATA / "pfam-test.h3m.gz"
 
@@ -61,3 +67,30 @@ def test_merge_refuses_missing_shard(tmp_path):
                          tmp_path / "0.hits", check=False)
     assert process.returncode == 1 and "missing" in process.stderr
     assert not (tmp_path / "t").exists()
+
+
+def _binary(model):
+    buffer = io.BytesIO()
+    model.write(buffer, binary=True)
+    return buffer.getvalue()
+
+
+def test_models_on_disk_travel_small_and_are_read_again_where_they_land(tmp_path):
+    """A worker in another process reads the model file itself: what it is sent stays small,
+    it gets the models the search read, and a file changed since then is an error, never other
+    models."""
+    path = tmp_path / "models.h3m.gz"
+    shutil.copy(MODELS, path)
+    searched = read_models(path)
+    sent = pickle.dumps(ModelsOnDisk.of(path, searched))
+    assert len(sent) < 1000
+    _read_files.clear()  # as in a worker process, which has read nothing
+    received = pickle.loads(sent)
+    assert len(received) == len(searched)
+    assert [_binary(model) for model in received] == [_binary(model) for model in searched]
+    assert received[3] is received.load()[3]  # read once per process
+    _read_files.clear()
+    status = path.stat()
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    with pytest.raises(GpuhmmError, match="changed while the search ran"):
+        received.load()

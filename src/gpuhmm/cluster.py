@@ -99,6 +99,7 @@ class DaskExecutor:
         self._client = None
         self._cluster = None
         self._error = None
+        self._asked_at = time.perf_counter()
         self._starting = threading.Thread(target=self._start, name="gpuhmm-cluster-start", daemon=True)
         self._starting.start()
 
@@ -109,6 +110,7 @@ class DaskExecutor:
 
             if self.scheduler:
                 self._client = distributed.Client(self.scheduler, timeout="30s")
+                log.info("connected to the Dask scheduler in %.1fs", time.perf_counter() - self._asked_at)
                 return
             dask.config.set(QUIET_WORKER)
             # Any free dashboard port: many searches may start side by side on one node. A
@@ -127,6 +129,8 @@ class DaskExecutor:
                 self._cluster = distributed.LocalCluster(
                     n_workers=1, threads_per_worker=self.workers, processes=False, **common)
             self._client = distributed.Client(self._cluster)
+            if not self.in_process:
+                log.info("Dask cluster started in %.1fs", time.perf_counter() - self._asked_at)
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
@@ -178,6 +182,7 @@ class DaskExecutor:
         import distributed
 
         client = self.client()
+        submitting = time.perf_counter()
         workers = sorted(self._workers())
         homes = len(workers) > 1 and len(set(shards)) >= len(workers)
         total_cells = sum(cells) or 1
@@ -189,9 +194,12 @@ class DaskExecutor:
             future = client.submit(function, item, shared_future, pure=False, priority=len(items) - index, **placement)
             futures[future] = weight
         started = last_report = time.perf_counter()
+        log.info("search: %d tasks submitted in %.1fs", len(futures), started - submitting)
         done_cells = 0
-        for done, future in enumerate(distributed.as_completed(futures), start=1):
-            result = future.result()
+        # Results are gathered as tasks complete, not one request per result in this loop:
+        # tasks that end together would otherwise wait for each other's transfers in turn.
+        completed = distributed.as_completed(futures, with_results=True)
+        for done, (future, result) in enumerate(completed, start=1):
             done_cells += futures[future]
             now = time.perf_counter()
             if done == len(futures) or now - last_report >= PROGRESS_SECONDS:
@@ -207,10 +215,13 @@ class DaskExecutor:
 
     def close(self):
         self._starting.join()
+        closing = time.perf_counter()
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+            if not self.in_process:
+                log.info("Dask cluster closed in %.1fs", time.perf_counter() - closing)
 
     def __enter__(self):
         return self

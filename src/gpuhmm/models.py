@@ -14,6 +14,8 @@ import dataclasses
 import hashlib
 import heapq
 import json
+import os
+import threading
 from pathlib import Path
 
 import pyhmmer.plan7
@@ -59,6 +61,60 @@ def read_models(path, allow_empty=False):
     if any(model.alphabet != models[0].alphabet for model in models):
         raise GpuhmmError(path, "models use more than one alphabet")
     return models
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelsOnDisk:
+    """A search's models as workers in other processes take them: each process reads the file
+    once itself, instead of receiving them pickled (the 2766-model Pfam subset pickles to
+    93 MB, which the client would pickle and every worker unpickle, each holding its GIL).
+    Like the database, the file must be readable at the same path on every worker's node.
+    Indexes like the list of models; `key` names this file's contents as they were read."""
+
+    path: str
+    count: int
+    key: str  # path, size and modification time
+
+    @classmethod
+    def of(cls, path, models):
+        """The models just read from `path`, kept as this process's reading of it."""
+        on_disk = cls(str(path), len(models), _file_key(path))
+        with _read_lock:
+            _read_files[on_disk.key] = list(models)
+        return on_disk
+
+    def load(self):
+        with _read_lock:
+            if self.key not in _read_files:
+                if _file_key(self.path) != self.key:
+                    raise GpuhmmError(self.path, "model file changed while the search ran")
+                models = read_models(self.path)
+                if len(models) != self.count:
+                    raise GpuhmmError(self.path, f"holds {len(models)} models, the search read {self.count}")
+                _read_files[self.key] = models
+                while len(_read_files) > _FILES_KEPT:
+                    _read_files.pop(next(iter(_read_files)))
+            return _read_files[self.key]
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, position):
+        return self.load()[position]
+
+    def __iter__(self):
+        return iter(self.load())
+
+
+#: Model files this process has read, by `ModelsOnDisk.key`: the latest few searches'.
+_read_files = {}
+_read_lock = threading.Lock()
+_FILES_KEPT = 2
+
+
+def _file_key(path):
+    status = os.stat(path)
+    return f"{Path(path).resolve()}:{status.st_size}:{status.st_mtime_ns}"
 
 
 def single_sequence_models(queries, seed=42):

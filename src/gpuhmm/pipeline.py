@@ -28,7 +28,7 @@ import pyhmmer.plan7
 
 from . import _tophits, fwdfilter, msv, prefilter, shuffle, vitfilter
 from .errors import GpuhmmError
-from .models import balance_by_length, guided_groups
+from .models import ModelsOnDisk, balance_by_length, guided_groups
 
 log = logging.getLogger("gpuhmm")
 
@@ -123,7 +123,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
-    shared = SharedContext(uuid.uuid4().hex, tuple(models), database, arguments, backend)
+    shared = SharedContext.of(models, database, arguments, backend)
     for outcome in executor.run(run_task, tasks, cells=[task.cells for task in tasks],
                                 shards=[task.shard for task in tasks], shared=shared):
         for position, hits in zip(outcome.task.positions, outcome.hits):
@@ -179,7 +179,7 @@ def scan(models, database, options, executor, slots=1, backend="cpu"):
     include every model HMMER's filters pass, and Z is fixed, so the rows are hmmscan's). On
     the CPU backend each sequence meets every model in pyhmmer's own pipeline."""
     arguments = dict(options.pipeline_arguments(), Z=options.Z or len(models))
-    shared = SharedContext(uuid.uuid4().hex, tuple(models), database, arguments, backend)
+    shared = SharedContext.of(models, database, arguments, backend)
     shards = [index for index, info in enumerate(database.shards) if info.sequences]
     candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
     if backend == "gpu" and arguments["F1"] < 1.0:
@@ -247,10 +247,16 @@ class SharedContext:
     """What every task of a search needs, sent to each worker once."""
 
     search_key: str  # tells one search's configured models from another's on a long-lived worker
-    models: tuple
+    models: tuple | ModelsOnDisk
     database: object
     arguments: dict
     backend: str
+
+    @classmethod
+    def of(cls, models, database, arguments, backend):
+        if isinstance(models, ModelsOnDisk):
+            return cls(models.key, models, database, arguments, backend)
+        return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend)
 
 
 def run_task(task, shared):
@@ -415,14 +421,22 @@ class FilterModel:
 _configured = collections.OrderedDict()
 _configured_lock = threading.Lock()
 _CONFIGURED_SEARCHES = 2
+_configuring_ahead = {}  # search key → threading.Event, set once `prepare_worker` is done
 
 
 def _filter_models(search_key, positions, models):
+    ahead = _configuring_ahead.get(search_key)
+    if ahead is not None:  # the worker is configuring every model (`prepare_worker`): not twice
+        ahead.wait()
+    return _configure(search_key, positions, models)
+
+
+def _configure(search_key, positions, models):
     with _configured_lock:
         if search_key not in _configured:
             _configured[search_key] = {}
             while len(_configured) > _CONFIGURED_SEARCHES:
-                _configured.popitem(last=False)
+                _configuring_ahead.pop(_configured.popitem(last=False)[0], None)
         known = _configured[search_key]
         missing = [index for index, position in enumerate(positions) if position not in known]
     if missing:
@@ -547,19 +561,38 @@ def _default_shard_budget(backend):
 resident_shards = ResidentShards()
 
 
-def prepare_worker(lengths, backend, shard_memory):
+def prepare_worker(lengths, backend, shard_memory, models=None):
     """Runs on every worker as a search starts (`DaskExecutor.prepare_workers`): sets the memory
     its resident shards may take (bytes, or None for the default) and, on the GPU backend, starts
     loading the kernels that models of these lengths need in a background thread, so that it
-    overlaps reading the database."""
+    overlaps reading the database. Given the search's `models` on disk (a worker in another
+    process), it also reads and configures them all for the GPU filters in the background:
+    every worker needs every model, and this is work that each worker otherwise did in its first
+    tasks, holding its GIL, whatever share of the database it has."""
     resident_shards.budget = shard_memory
     if backend != "gpu":
         return
 
-    def load():
+    def load_kernels():
         try:
             _gpu_engine().preload(lengths)
         except Exception as error:  # the task that needs the kernel raises it in full
             log.debug("loading kernels ahead failed: %s", error)
 
-    threading.Thread(target=load, name="gpuhmm-kernel-load", daemon=True).start()
+    threading.Thread(target=load_kernels, name="gpuhmm-kernel-load", daemon=True).start()
+    if not isinstance(models, ModelsOnDisk):
+        return
+    with _configured_lock:
+        if models.key in _configuring_ahead:
+            return
+        done = _configuring_ahead[models.key] = threading.Event()
+
+    def configure_models():
+        try:
+            _configure(models.key, range(len(models)), models.load())
+        except Exception as error:  # tasks configure what is missing, and raise its error in full
+            log.debug("configuring models ahead failed: %s", error)
+        finally:
+            done.set()
+
+    threading.Thread(target=configure_models, name="gpuhmm-model-configure", daemon=True).start()

@@ -30,7 +30,7 @@ def hmmsearch(models_file, sequences, options=SearchOptions(), *, hits_file=None
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         return hmms
 
-    return _search(read, models_file, sequences, options, hits_file=hits_file, **keywords)
+    return _search(read, models_file, sequences, options, hits_file=hits_file, models_reread=True, **keywords)
 
 
 def phmmer(queries_file, sequences, options=SearchOptions(), *, command="gpuhmm phmmer", **keywords):
@@ -106,8 +106,12 @@ def _search(
     shard_memory=None,
     command="gpuhmm search",
     executor=None,
+    models_reread=False,
 ):
     """Search the models read_models() gives (read from `models_file`) against `sequences`.
+
+    `models_reread`: read_models() gives the models of `models_file` as they are, so workers in
+    other processes may read the file themselves (`models.ModelsOnDisk`).
 
     `shard_memory` is the bytes each worker may keep database shards resident in (None: half
     its GPU's memory, or half the host's on the CPU backend).
@@ -123,7 +127,8 @@ def _search(
         started = time.perf_counter()
         hmms = read_models()
         lengths = [hmm.M for hmm in hmms]
-        executor.prepare_workers(pipeline.prepare_worker, lengths, backend, shard_memory)
+        searched = models.ModelsOnDisk.of(models_file, hmms) if models_reread and not executor.in_process else hmms
+        executor.prepare_workers(pipeline.prepare_worker, lengths, backend, shard_memory, searched)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
@@ -138,7 +143,7 @@ def _search(
             len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues,
             len(database.shards), backend, cluster,
         )
-        result = pipeline.search(hmms, database, options, executor, model_shards, slots=cpus, backend=backend)
+        result = pipeline.search(searched, database, options, executor, model_shards, slots=cpus, backend=backend)
         stages.append({"name": "search", "seconds": result.wall_seconds})
 
         started = time.perf_counter()
