@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 import os
+import pickle
 import time
 from pathlib import Path
 
 import dask
 import distributed
 import numpy as np
+import pyhmmer
 import pytest
 import yaml
 
 from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
-from gpuhmm import cluster, pipeline
+from gpuhmm import _tophits, cluster, pipeline, seqdb
 from gpuhmm.models import ModelsOnDisk, read_models
+from gpuhmm.options import SearchOptions
 from gpuhmm.cli import main
 
 
@@ -150,3 +154,43 @@ def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():
     assert taken[0] is ahead[3] and taken[1] is ahead[1]
     for configured, own in zip(ahead.values(), pipeline._filter_models("a task's own", positions, hmms)):
         _same_fields(configured, own)
+
+
+def test_task_results_travel_without_their_models():
+    """A task's hits go back to the client without their models (the client has them), and
+    come back whole: the same rows as the TopHits the task found."""
+    hmms = read_models(DATA / "pfam-test.h3m.gz")
+    database = seqdb.makedb(DATA / "proteins.faa", None)
+    try:
+        shared = pipeline.SharedContext.of(hmms, database, SearchOptions().pipeline_arguments(), "cpu")
+        task = pipeline.SearchTask(tuple(range(len(hmms))), 0, 0)
+        result = pipeline.run_task(task, shared)
+    finally:
+        seqdb.release(database)
+        pipeline.resident_shards.release(database)
+    assert ("pyhmmer.plan7", "HMM") not in _classes_unpickled(pickle.dumps(result))
+    reference = pyhmmer.plan7.Pipeline(hmms[0].alphabet)
+    with pyhmmer.easel.SequenceFile(DATA / "proteins.faa", digital=True, alphabet=hmms[0].alphabet) as handle:
+        sequences = handle.read_block()
+    for hmm, state in zip(hmms, result.hits):
+        hits, expected = _tophits.attached(state, hmm), reference.search_hmm(hmm, sequences)
+        assert hits.query is hmm
+        assert _rows(hits) == _rows(expected)
+
+
+def _classes_unpickled(data):
+    found = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module, name):
+            found.add((module, name))
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO(data)).load()
+    return found
+
+
+def _rows(hits):
+    table = io.BytesIO()
+    hits.write(table, format="targets", header=False)
+    return table.getvalue()

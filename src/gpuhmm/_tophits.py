@@ -85,3 +85,17 @@ def counting_whole_shard(hits, sequences, residues, known, uncounted):
     restated = TopHits(hits.query)
     restated.__setstate__(state)
     return restated.merge()
+
+
+def detached(hits):
+    """`hits` as a worker sends them back: pyhmmer pickles a TopHits with its query, and a
+    Pfam model pickles to tens of KB, so the results of 2766 models × 16 shards would carry
+    1.6 GB of models for the client to unpickle, holding its GIL. The client has the models."""
+    return hits.__getstate__()
+
+
+def attached(state, query):
+    """The TopHits that `detached` gave `state` of, with `query` (the client's own model)."""
+    hits = TopHits(query)
+    hits.__setstate__(state)
+    return hits

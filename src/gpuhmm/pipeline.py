@@ -44,7 +44,7 @@ class SearchTask:
 @dataclasses.dataclass(frozen=True)
 class TaskResult:
     task: SearchTask
-    hits: tuple  # TopHits, one per position in task.positions
+    hits: tuple  # per position in task.positions, its TopHits without the query (`_tophits.detached`)
     seconds: float
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
@@ -127,7 +127,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     for outcome in executor.run(run_task, tasks, cells=[task.cells for task in tasks],
                                 shards=[task.shard for task in tasks], shared=shared):
         for position, hits in zip(outcome.task.positions, outcome.hits):
-            per_model[position][outcome.task.shard] = hits
+            per_model[position][outcome.task.shard] = _tophits.attached(hits, models[position])
         for name, count in outcome.filter_counts.items():
             result.filter_counts[name] = result.filter_counts.get(name, 0) + count
         for name, value in outcome.stage_seconds.items():
@@ -285,7 +285,7 @@ def run_task(task, shared):
             stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
         model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
-        hits.append(model_hits)
+        hits.append(_tophits.detached(model_hits))
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
