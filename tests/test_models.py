@@ -75,16 +75,18 @@ def _binary(model):
     return buffer.getvalue()
 
 
-def test_models_on_disk_travel_small_and_are_read_again_where_they_land(tmp_path):
+def test_models_on_disk_travel_small_and_are_read_again_where_they_land(tmp_path, monkeypatch):
     """A worker in another process reads the model file itself: what it is sent stays small,
-    it gets the models the search read, and a file changed since then is an error, never other
-    models."""
+    it gets the models the search read (from its own working directory), and a file changed
+    since then, or gone, is an error, never other models."""
     path = tmp_path / "models.h3m.gz"
     shutil.copy(MODELS, path)
-    searched = read_models(path)
-    sent = pickle.dumps(ModelsOnDisk.of(path, searched))
+    monkeypatch.chdir(tmp_path)
+    searched = read_models(path.name)
+    sent = pickle.dumps(ModelsOnDisk.of(path.name, searched))
     assert len(sent) < 1000
     _read_files.clear()  # as in a worker process, which has read nothing
+    monkeypatch.chdir("/")
     received = pickle.loads(sent)
     assert len(received) == len(searched)
     assert [_binary(model) for model in received] == [_binary(model) for model in searched]
@@ -93,4 +95,7 @@ def test_models_on_disk_travel_small_and_are_read_again_where_they_land(tmp_path
     status = path.stat()
     os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
     with pytest.raises(GpuhmmError, match="changed while the search ran"):
+        received.load()
+    path.unlink()
+    with pytest.raises(GpuhmmError, match="a worker cannot read the model file"):
         received.load()

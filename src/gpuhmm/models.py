@@ -78,7 +78,7 @@ class ModelsOnDisk:
     @classmethod
     def of(cls, path, models):
         """The models just read from `path`, kept as this process's reading of it."""
-        on_disk = cls(str(path), len(models), _file_key(path))
+        on_disk = cls(str(Path(path).resolve()), len(models), _file_key(path))
         with _read_lock:
             _read_files[on_disk.key] = list(models)
         return on_disk
@@ -86,7 +86,12 @@ class ModelsOnDisk:
     def load(self):
         with _read_lock:
             if self.key not in _read_files:
-                if _file_key(self.path) != self.key:
+                try:
+                    unchanged = _file_key(self.path) == self.key
+                except OSError as error:
+                    raise GpuhmmError(self.path, f"a worker cannot read the model file ({error.strerror or error}); "
+                                                 "workers read it at the same path as the search") from None
+                if not unchanged:
                     raise GpuhmmError(self.path, "model file changed while the search ran")
                 models = read_models(self.path)
                 if len(models) != self.count:
