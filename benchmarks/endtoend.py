@@ -182,8 +182,9 @@ class GpuUtilization:
 
 
 def stage_seconds(summary):
-    """[(name, seconds)]: the run's stages (read models, database, search, merge and write), then
-    inside the search the GPU backend's stages summed over tasks (gpuhmm's `gpu_stages`)."""
+    """[(name, seconds)]: the run's stages (read models, prepare workers, database, search, merge
+    and write), then inside the search the GPU backend's stages summed over tasks (gpuhmm's
+    `gpu_stages`)."""
     summary = summary or {}
     rows = [(stage["name"], float(stage["seconds"])) for stage in summary.get("stages", [])]
     for name, value in (summary.get("gpu_stages") or {}).items():

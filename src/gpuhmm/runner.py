@@ -126,10 +126,13 @@ def _search(
         backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
         hmms = read_models()
-        lengths = [hmm.M for hmm in hmms]
-        searched = models.ModelsOnDisk.of(models_file, hmms) if models_reread and not executor.in_process else hmms
-        executor.prepare_workers(pipeline.prepare_worker, lengths, backend, shard_memory, searched)
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
+
+        # Workers in other processes are prepared once their cluster has started: waiting for it.
+        started = time.perf_counter()
+        searched = models.ModelsOnDisk.of(models_file, hmms) if models_reread and not executor.in_process else hmms
+        executor.prepare_workers(pipeline.prepare_worker, [hmm.M for hmm in hmms], backend, shard_memory, searched)
+        stages.append({"name": "prepare workers", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
         database = _open_database(sequences, hmms, db_shards, cleanup, executor)
