@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import threading
 import time
 from pathlib import Path
 
@@ -149,11 +150,33 @@ def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():
     assert pipeline._configuring_ahead[on_disk.key].wait(120)
     positions = range(len(hmms))
     ahead = pipeline._configured[on_disk.key]
-    assert sorted(ahead) == list(positions)
+    assert list(ahead) == sorted(positions, key=lambda p: (-hmms[p].M, p))  # longest first, as tasks take them
     taken = pipeline._filter_models(on_disk.key, [3, 1], [hmms[3], hmms[1]])
     assert taken[0] is ahead[3] and taken[1] is ahead[1]
-    for configured, own in zip(ahead.values(), pipeline._filter_models("a task's own", positions, hmms)):
-        _same_fields(configured, own)
+    for position, own in zip(positions, pipeline._filter_models("a task's own", positions, hmms)):
+        _same_fields(ahead[position], own)
+
+
+def test_a_task_waits_for_its_own_models_not_for_all_being_configured_ahead():
+    hmms = read_models(DATA / "pfam-test.h3m.gz")
+    key = "a search still being configured ahead"
+    pipeline._configuring_ahead[key] = threading.Event()  # never set: the rest never come
+    pipeline._configure(key, [2, 0], [hmms[2], hmms[0]])
+    taken = []
+    task = threading.Thread(target=lambda: taken.append(pipeline._filter_models(key, [0, 2], [hmms[0], hmms[2]])))
+    task.start()
+    task.join(60)
+    assert not task.is_alive()
+    assert taken[0] == [pipeline._configured[key][0], pipeline._configured[key][2]]
+
+    waiting = threading.Thread(target=lambda: taken.append(pipeline._filter_models(key, [1], [hmms[1]])))
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive()  # model 1 is not configured yet: the task waits for the worker's
+    pipeline._configure(key, [1], [hmms[1]])
+    waiting.join(60)
+    assert not waiting.is_alive() and taken[1] == [pipeline._configured[key][1]]
+    pipeline._configuring_ahead.pop(key)
 
 
 def test_task_results_travel_without_their_models():

@@ -420,14 +420,21 @@ class FilterModel:
 #: tasks share them, and with them the tables the kernels read (see `_memo.memoized`).
 _configured = collections.OrderedDict()
 _configured_lock = threading.Lock()
+_configured_grew = threading.Condition(_configured_lock)
 _CONFIGURED_SEARCHES = 2
 _configuring_ahead = {}  # search key → threading.Event, set once `prepare_worker` is done
+#: Models configured ahead at a time: small enough that the first tasks wait little.
+_AHEAD_BATCH = 64
 
 
 def _filter_models(search_key, positions, models):
     ahead = _configuring_ahead.get(search_key)
-    if ahead is not None:  # the worker is configuring every model (`prepare_worker`): not twice
-        ahead.wait()
+    if ahead is not None:
+        # The worker is configuring every model, longest first (`prepare_worker`): a task waits
+        # for its own models only, so the GPU starts on the first groups while the rest follow.
+        with _configured_grew:
+            _configured_grew.wait_for(
+                lambda: ahead.is_set() or all(p in _configured.get(search_key, ()) for p in positions))
     return _configure(search_key, positions, models)
 
 
@@ -446,9 +453,10 @@ def _configure(search_key, positions, models):
         msv_models = msv.msv_models(hmms, [optimized for optimized, _ in written])
         profiles = vitfilter.viterbi_profiles(hmms, background, written)
         forward = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)]
-        with _configured_lock:
+        with _configured_grew:
             for index, *parts in zip(missing, msv_models, profiles, forward):
                 known.setdefault(positions[index], FilterModel(*parts))
+            _configured_grew.notify_all()
     return [known[position] for position in positions]
 
 
@@ -568,7 +576,8 @@ def prepare_worker(lengths, backend, shard_memory, models=None):
     overlaps reading the database. Given the search's `models` on disk (a worker in another
     process), it also reads and configures them all for the GPU filters in the background:
     every worker needs every model, and this is work that each worker otherwise did in its first
-    tasks, holding its GIL, whatever share of the database it has."""
+    tasks, holding its GIL, whatever share of the database it has. A task waits only for its
+    own models (`_filter_models`)."""
     resident_shards.budget = shard_memory
     if backend != "gpu":
         return
@@ -589,10 +598,17 @@ def prepare_worker(lengths, backend, shard_memory, models=None):
 
     def configure_models():
         try:
-            _configure(models.key, range(len(models)), models.load())
+            hmms = models.load()
+            # Longest first: the order of the search's tasks (`models.guided_groups`).
+            order = sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+            for start in range(0, len(order), _AHEAD_BATCH):
+                batch = order[start:start + _AHEAD_BATCH]
+                _configure(models.key, batch, [hmms[position] for position in batch])
         except Exception as error:  # tasks configure what is missing, and raise its error in full
             log.debug("configuring models ahead failed: %s", error)
         finally:
-            done.set()
+            with _configured_grew:
+                done.set()
+                _configured_grew.notify_all()
 
     threading.Thread(target=configure_models, name="gpuhmm-model-configure", daemon=True).start()
