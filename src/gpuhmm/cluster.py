@@ -37,6 +37,12 @@ QUIET_WORKER = {
     "distributed.worker.memory.monitor-interval": "1s",
 }
 
+#: A GPU worker holds its database shards resident, and every task prefers its shard's home.
+#: A task stolen by another worker makes that one load the shard (seconds, and memory) for
+#: work of about the same length, so the GPU workers' scheduler does not steal. A lost
+#: worker's tasks still go elsewhere: their preference is loose.
+NO_STEALING = {"distributed.scheduler.work-stealing": False}
+
 
 def local_gpus(backend):
     """The GPUs a cluster started here gives a worker each: none for the CPU backend, nor for
@@ -99,6 +105,8 @@ class DaskExecutor:
         self._client = None
         self._cluster = None
         self._error = None
+        self._closing = None
+        self._closing_lock = threading.Lock()
         self._asked_at = time.perf_counter()
         self._starting = threading.Thread(target=self._start, name="gpuhmm-cluster-start", daemon=True)
         self._starting.start()
@@ -108,6 +116,7 @@ class DaskExecutor:
             import dask
             import distributed
 
+            imported = time.perf_counter() - self._asked_at
             if self.scheduler:
                 self._client = distributed.Client(self.scheduler, timeout="30s")
                 log.info("connected to the Dask scheduler in %.1fs", time.perf_counter() - self._asked_at)
@@ -123,6 +132,7 @@ class DaskExecutor:
                 except ImportError as error:
                     raise GpuhmmError("dask_cuda", f"{self.gpus} GPUs need it for their workers ({error}); "
                                       "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU") from error
+                dask.config.set(NO_STEALING)
                 self._cluster = LocalCUDACluster(
                     n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common)
             else:
@@ -130,7 +140,7 @@ class DaskExecutor:
                     n_workers=1, threads_per_worker=self.workers, processes=False, **common)
             self._client = distributed.Client(self._cluster)
             if not self.in_process:
-                log.info("Dask cluster started in %.1fs", time.perf_counter() - self._asked_at)
+                log.info("Dask cluster started in %.1fs (Dask imported in %.1fs)", time.perf_counter() - self._asked_at, imported)
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
@@ -213,15 +223,32 @@ class DaskExecutor:
                 )
             yield result
 
+    def close_in_background(self):
+        """Start closing the cluster, and return: once the tasks' results are in, the client's
+        own work (merging, writing tables) need not wait for the workers to shut down.
+        `close()` then waits for it."""
+        with self._closing_lock:
+            if self._closing is None:
+                self._closing = threading.Thread(target=self._close, name="gpuhmm-cluster-close", daemon=True)
+                self._closing.start()
+
     def close(self):
+        self.close_in_background()
+        self._closing.join()
+
+    def _close(self):
         self._starting.join()
         closing = time.perf_counter()
-        if self._client is not None:
-            self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
-            if not self.in_process:
-                log.info("Dask cluster closed in %.1fs", time.perf_counter() - closing)
+        try:
+            if self._client is not None:
+                self._client.close()
+            if self._cluster is not None:
+                self._cluster.close()
+        except Exception as error:  # the results are in: a worker slow to stop does not undo them
+            log.warning("closing the Dask cluster: %s", error)
+            return
+        if self._cluster is not None and not self.in_process:
+            log.info("Dask cluster closed in %.1fs", time.perf_counter() - closing)
 
     def __enter__(self):
         return self

@@ -77,6 +77,7 @@ def hmmscan(
         log.info("scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
                  database.sequences, len(database.shards), len(hmms), backend, executor.describe())
         per_sequence = pipeline.scan(hmms, database, options, executor, slots=cpus, backend=backend)
+        executor.close_in_background()
         footer = merge.hmmer_footer(command, models_file, sequences, scan=True)
         merge.write_outputs(per_sequence, {"tblout": tblout, "domtblout": domtblout, "pfamtblout": pfamtblout},
                             domains, footer, scan=True)
@@ -147,6 +148,7 @@ def _search(
             len(database.shards), backend, cluster,
         )
         result = pipeline.search(searched, database, options, executor, model_shards, slots=cpus, backend=backend)
+        executor.close_in_background()
         stages.append({"name": "search", "seconds": result.wall_seconds})
 
         started = time.perf_counter()
