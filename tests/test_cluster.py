@@ -94,6 +94,15 @@ def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
     assert len(list(tmp_path.iterdir())) == 3
 
 
+def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():
+    executor = cluster.DaskExecutor(workers=1)
+    started = executor.client().cluster
+    executor.close_in_background()
+    executor.close()
+    assert started.status == distributed.core.Status.closed
+    executor.close()  # again: nothing left to do
+
+
 def test_resident_shards_keep_within_their_budget(tmp_path):
     from gpuhmm import pipeline, seqdb
 

@@ -110,8 +110,10 @@ def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
     import distributed
 
     marker = tmp_path / "died"
-    with dask.config.set(NO_STEALING if not stealing else {}), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL) as cluster, distributed.Client(cluster) as client:
+    with dask.config.set({} if stealing else NO_STEALING), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                     silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
         client.register_plugin(DieOnce(marker))
         status, outputs = _search(tmp_path, "proteins", "--backend", "cpu", "--scheduler", cluster.scheduler_address,
                                   "--db-shards", "3", "--model-shards", "4")
