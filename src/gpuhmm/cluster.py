@@ -140,7 +140,8 @@ class DaskExecutor:
                     n_workers=1, threads_per_worker=self.workers, processes=False, **common)
             self._client = distributed.Client(self._cluster)
             if not self.in_process:
-                log.info("Dask cluster started in %.1fs (Dask imported in %.1fs)", time.perf_counter() - self._asked_at, imported)
+                log.info("Dask cluster started in %.1fs (Dask imported in %.1fs)",
+                         time.perf_counter() - self._asked_at, imported)
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
@@ -185,8 +186,9 @@ class DaskExecutor:
     def run(self, function, items, cells, shards, shared):
         """Yield function(item, shared) for every item as it completes; `cells` weighs progress
         and `shards` names each item's database shard: with as many shards as workers or more,
-        shard s's items prefer worker s mod workers. The preference is loose: an idle worker
-        may still take them (loading the shard), and a lost worker's go elsewhere. `shared`
+        shard s's items prefer worker s mod workers. The preference is loose: a lost worker's
+        items go elsewhere, and a scheduler that steals work (not ours for GPU workers,
+        `NO_STEALING`) may give them to an idle worker, which then loads the shard. `shared`
         (the models and options every item needs) is sent to every worker once, not with each
         item: serializing it per item cost seconds per hundred tasks."""
         import distributed

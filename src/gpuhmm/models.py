@@ -145,6 +145,12 @@ def check_cutoffs(models, bit_cutoffs, source):
             raise GpuhmmError(source, f"model {model.name!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)")
 
 
+def longest_first(lengths):
+    """Model positions longest first, ties in input order: the order models are grouped in,
+    and so the order a search's tasks take them."""
+    return sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+
+
 def balance_by_length(lengths, shards):
     """Split model positions into `shards` groups of near-equal total length M.
 
@@ -153,7 +159,7 @@ def balance_by_length(lengths, shards):
     """
     heap = [(0, index) for index in range(shards)]
     groups = [[] for _ in range(shards)]
-    for position in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    for position in longest_first(lengths):
         load, index = heapq.heappop(heap)
         groups[index].append(position)
         heapq.heappush(heap, (load + lengths[position], index))
@@ -170,7 +176,7 @@ def guided_groups(lengths, slots, finest=8):
     total = sum(lengths)
     smallest = total / (finest * slots)
     groups, group, size, left = [], [], 0, total
-    for position in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    for position in longest_first(lengths):
         group.append(position)
         size += lengths[position]
         if size >= max(left / (2 * slots), smallest):

@@ -59,7 +59,7 @@ class MsvModel:
     def from_hmm(cls, hmm, background, optimized=None):
         """From `hmm`, or from its OptimizedProfile as hmmsearch configures it (L = 400) where
         the caller has one."""
-        optimized = optimized or configured_profile(hmm, background)
+        optimized = configured_profile(hmm, background) if optimized is None else optimized
         striped = np.asarray(optimized.rbv)
         quads = striped.shape[1] // 16
         nodes = np.arange(hmm.M)

@@ -28,7 +28,7 @@ import pyhmmer.plan7
 
 from . import _tophits, fwdfilter, msv, prefilter, shuffle, vitfilter
 from .errors import GpuhmmError
-from .models import ModelsOnDisk, balance_by_length, guided_groups
+from .models import ModelsOnDisk, balance_by_length, guided_groups, longest_first
 
 log = logging.getLogger("gpuhmm")
 
@@ -419,8 +419,7 @@ class FilterModel:
 #: Per search (the latest few), the models a worker has configured, by position: every shard's
 #: tasks share them, and with them the tables the kernels read (see `_memo.memoized`).
 _configured = collections.OrderedDict()
-_configured_lock = threading.Lock()
-_configured_grew = threading.Condition(_configured_lock)
+_configured_lock = threading.Condition()  # notified as models are configured
 _CONFIGURED_SEARCHES = 2
 _configuring_ahead = {}  # search key → threading.Event, set once `prepare_worker` is done
 #: Models configured ahead at a time: small enough that the first tasks wait little.
@@ -432,8 +431,8 @@ def _filter_models(search_key, positions, models):
     if ahead is not None:
         # The worker is configuring every model, longest first (`prepare_worker`): a task waits
         # for its own models only, so the GPU starts on the first groups while the rest follow.
-        with _configured_grew:
-            _configured_grew.wait_for(
+        with _configured_lock:
+            _configured_lock.wait_for(
                 lambda: ahead.is_set() or all(p in _configured.get(search_key, ()) for p in positions))
     return _configure(search_key, positions, models)
 
@@ -453,10 +452,10 @@ def _configure(search_key, positions, models):
         msv_models = msv.msv_models(hmms, [optimized for optimized, _ in written])
         profiles = vitfilter.viterbi_profiles(hmms, background, written)
         forward = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)]
-        with _configured_grew:
+        with _configured_lock:
             for index, *parts in zip(missing, msv_models, profiles, forward):
                 known.setdefault(positions[index], FilterModel(*parts))
-            _configured_grew.notify_all()
+            _configured_lock.notify_all()
     return [known[position] for position in positions]
 
 
@@ -599,16 +598,15 @@ def prepare_worker(lengths, backend, shard_memory, models=None):
     def configure_models():
         try:
             hmms = models.load()
-            # Longest first: the order of the search's tasks (`models.guided_groups`).
-            order = sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+            order = longest_first(lengths)
             for start in range(0, len(order), _AHEAD_BATCH):
                 batch = order[start:start + _AHEAD_BATCH]
                 _configure(models.key, batch, [hmms[position] for position in batch])
         except Exception as error:  # tasks configure what is missing, and raise its error in full
             log.debug("configuring models ahead failed: %s", error)
         finally:
-            with _configured_grew:
+            with _configured_lock:
                 done.set()
-                _configured_grew.notify_all()
+                _configured_lock.notify_all()
 
     threading.Thread(target=configure_models, name="gpuhmm-model-configure", daemon=True).start()
