@@ -76,8 +76,8 @@ def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
     assert "--nthreads 16" in script and "distributed.cli.dask_worker" in script
 
 
-def _leave_mark(directory):
-    Path(directory, str(os.getpid())).touch()
+def _leave_mark(directory, threads):
+    Path(directory, str(os.getpid())).write_text(str(threads))
 
 
 def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
@@ -91,7 +91,7 @@ def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
             deadline = time.monotonic() + 30
             while len(list(tmp_path.iterdir())) < 3 and time.monotonic() < deadline:
                 time.sleep(0.1)
-    assert len(list(tmp_path.iterdir())) == 3
+    assert [mark.read_text() for mark in tmp_path.iterdir()] == ["1"] * 3  # each worker's own thread count
 
 
 def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():

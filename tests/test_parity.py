@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
@@ -15,10 +18,10 @@ RUNS = golden_runs()
 SHARDINGS = [(1, 1), (3, 2), (5, 7)]
 
 
-def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu"):
+def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
     status = main([
-        "search", "--backend", backend, "--cpu", "2",
+        "search", "--backend", backend, "--cpu", str(cpus),
         "--db-shards", str(db_shards), "--model-shards", str(model_shards),
         *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
         *CASES[case],
@@ -57,6 +60,37 @@ def reference_gpu(monkeypatch):
 @pytest.mark.parametrize("case", list(RUNS["heldout"]["cases"]))
 def test_gpu_path_with_reference_engine_identical_to_hmmsearch(tmp_path, reference_gpu, case):
     _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu"), "heldout", case)
+
+
+class CountingEngine(prefilter.ReferenceEngine):
+    """The numpy kernels, slowed down, counting the tasks in their SSV at once."""
+
+    def __init__(self):
+        super().__init__(90, warps=8)
+        self.running = self.most = 0
+        self.lock = threading.Lock()
+
+    def f1_sieve(self, groups, shard):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.5)
+            return super().f1_sieve(groups, shard)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_a_share_of_a_workers_threads_runs_gpu_stages_at_once(tmp_path, monkeypatch):
+    """With 4 threads, 3 run GPU filter stages at most, so that one is always free for the
+    pyhmmer tails; 12 tasks keep every thread busy. The tables stay hmmsearch's."""
+    engine = CountingEngine()
+    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
+    monkeypatch.setattr(pipeline, "_gpu", [engine])
+    monkeypatch.setattr(pipeline, "_gpu_phases", None)
+    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 4, backend="gpu", cpus=4), "heldout", "defaults")
+    assert engine.most == round(pipeline.GPU_PHASE_SHARE * 4) == 3
 
 
 @pytest.mark.gpu

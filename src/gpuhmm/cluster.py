@@ -86,7 +86,7 @@ def _search_plugin():
             self.setup_search, self.arguments = setup, arguments
 
         def setup(self, worker):
-            self.setup_search(*self.arguments)
+            self.setup_search(*self.arguments, threads=worker.state.nthreads)
 
     return SearchPlugin
 
@@ -169,14 +169,15 @@ class DaskExecutor:
         return f"Dask {where}: {len(workers)} worker(s), {threads} thread(s)"
 
     def prepare_workers(self, setup, *arguments):
-        """Run setup(*arguments) on every worker now, and on any worker that joins later (one
-        that replaces a lost worker, say), through a Dask worker plugin. A later search's plugin
-        replaces this one. setup should start long work in the background and return at once.
+        """Run setup(*arguments, threads=the worker's thread count) on every worker now, and on
+        any worker that joins later (one that replaces a lost worker, say), through a Dask
+        worker plugin. A later search's plugin replaces this one. setup should start long work
+        in the background and return at once.
 
         Workers in this process are this process: setup runs here at once, without waiting for
         the cluster to start, so that its work overlaps the start and the reading of the inputs."""
         if self.in_process:
-            setup(*arguments)
+            setup(*arguments, threads=self.workers)
             return
         self.client().register_plugin(_search_plugin()(setup, arguments), name="gpuhmm-search")
 

@@ -15,6 +15,7 @@ module free of Dask.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
 import os
@@ -269,8 +270,9 @@ def run_task(task, shared):
     filtered = None
     stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        prepared = _filter_models(shared.search_key, task.positions, models)
-        filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
+        with _gpu_phases or contextlib.nullcontext():
+            prepared = _filter_models(shared.search_key, task.positions, models)
+            filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
     hits, counts = [], {}
     for index, model in enumerate(models):
         if filtered is None:
@@ -568,18 +570,31 @@ def _default_shard_budget(backend):
 resident_shards = ResidentShards()
 
 
-def prepare_worker(lengths, backend, shard_memory, models=None):
+#: At most this share of a worker's threads run tasks' GPU filter stages at once. Uncapped, all
+#: threads start together, leave the GPU together, and run their pyhmmer tails together while
+#: the GPU idles: 2 s of a 10 s search on one H100, in a trace of its threads. With a share of
+#: them left for tails, tasks fall out of step; searches took 6 % less (10 to 13 of 16 threads
+#: measured alike, `benchmarks/README.md`).
+GPU_PHASE_SHARE = 0.75
+_gpu_phases = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
+
+
+def prepare_worker(lengths, backend, shard_memory, models=None, threads=None):
     """Runs on every worker as a search starts (`DaskExecutor.prepare_workers`): sets the memory
-    its resident shards may take (bytes, or None for the default) and, on the GPU backend, starts
+    its resident shards may take (bytes, or None for the default), how many of its `threads`
+    may run GPU filter stages at once (`GPU_PHASE_SHARE`) and, on the GPU backend, starts
     loading the kernels that models of these lengths need in a background thread, so that it
-    overlaps reading the database. Given the search's `models` on disk (a worker in another
-    process), it also reads and configures them all for the GPU filters in the background:
-    every worker needs every model, and this is work that each worker otherwise did in its first
-    tasks, holding its GIL, whatever share of the database it has. A task waits only for its
-    own models (`_filter_models`)."""
+    overlaps reading the database. Given the search's `models` on disk, it also configures them
+    all for the GPU filters in the background (a worker in another process reads the file
+    first): every worker needs every model, and this is work that each worker otherwise did in
+    its tasks, holding its GIL, whatever share of the database it has. A task waits only for
+    its own models (`_filter_models`)."""
+    global _gpu_phases
     resident_shards.budget = shard_memory
     if backend != "gpu":
         return
+    if threads:
+        _gpu_phases = threading.BoundedSemaphore(max(1, round(GPU_PHASE_SHARE * threads)))
 
     def load_kernels():
         try:

@@ -112,7 +112,8 @@ def _search(
     """Search the models read_models() gives (read from `models_file`) against `sequences`.
 
     `models_reread`: read_models() gives the models of `models_file` as they are, so workers in
-    other processes may read the file themselves (`models.ModelsOnDisk`).
+    other processes may read the file themselves (`models.ModelsOnDisk`), and every GPU worker,
+    this process's included, configures them all ahead of its tasks (`pipeline.prepare_worker`).
 
     `shard_memory` is the bytes each worker may keep database shards resident in (None: half
     its GPU's memory, or half the host's on the CPU backend).
@@ -131,7 +132,7 @@ def _search(
 
         # Workers in other processes are prepared once their cluster has started: waiting for it.
         started = time.perf_counter()
-        searched = models.ModelsOnDisk.of(models_file, hmms) if models_reread and not executor.in_process else hmms
+        searched = models.ModelsOnDisk.of(models_file, hmms) if models_reread else hmms
         executor.prepare_workers(pipeline.prepare_worker, [hmm.M for hmm in hmms], backend, shard_memory, searched)
         stages.append({"name": "prepare workers", "seconds": time.perf_counter() - started})
 
