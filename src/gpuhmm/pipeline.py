@@ -572,9 +572,9 @@ resident_shards = ResidentShards()
 
 #: At most this share of a worker's threads run tasks' GPU filter stages at once. Uncapped, all
 #: threads start together, leave the GPU together, and run their pyhmmer tails together while
-#: the GPU idles: 2 s of a 10 s search on one H100, in a trace of its threads. With a share of
-#: them left for tails, tasks fall out of step; searches took 6 % less (10 to 13 of 16 threads
-#: measured alike, `benchmarks/README.md`).
+#: the GPU idles: 2.3 s of a 10 s search on one H100, in a trace of its threads. With a share
+#: of them left for tails, tasks fall out of step: 0.3 to 1.4 s less (10 to 13 of 16 threads
+#: alike; `benchmarks/results/pipeline-diagnostics-h100.json`).
 GPU_PHASE_SHARE = 0.75
 _gpu_phases = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
 
