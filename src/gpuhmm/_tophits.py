@@ -33,34 +33,35 @@ def _counts(pipeline):
 
 
 def as_hmmsearch_keeps(hits, file_position):
-    """One shard's `hits` as hmmsearch (reading the file in order) would have kept them.
+    """One shard's `hits` as hmmsearch (reading the file in order) would have kept them, as a
+    worker sends them back: without their query (`attached` puts it back). pyhmmer pickles a
+    TopHits with its query, and a Pfam model pickles to tens of KB, so the results of 2766
+    models × 16 shards would carry 1.6 GB of models for the client to unpickle, holding its
+    GIL; the client has the models.
 
-    Returns the hits, less those hmmsearch would never have kept, and the pipeline's
-    statistics (targets searched, passed each filter). `file_position(hit)` is the 1-based
-    position of the hit's sequence in the database file. Only an automatic Z with E-value
-    reporting thresholds makes the kept list depend on that position.
+    Returns that state of the hits, less those hmmsearch would never have kept, and the
+    pipeline's statistics (targets searched, passed each filter). `file_position(hit)` is the
+    1-based position of the hit's sequence in the database file. Only an automatic Z with
+    E-value reporting thresholds makes the kept list depend on that position.
     """
     state = hits.__getstate__()
     pipeline = state["pipeline"]
     counts = _counts(pipeline)
     if not pipeline["by_E"] or pipeline["Z_setby"] != _Z_SET_BY_TARGETS:
-        return hits, counts
+        return state, counts
     ranked = list(hits)  # iteration follows state["hit"], the sorted order
     keep = [True] * state["N"]
     for rank, index in enumerate(state["hit"]):
         hit = ranked[rank]
         # The same double arithmetic as p7_pli_TargetReportable: exp(lnP) * Z <= E.
         keep[index] = hit.pvalue * file_position(hit) <= pipeline["E"]
-    if all(keep):
-        return hits, counts
-    kept = [index for index in range(state["N"]) if keep[index]]
-    renumber = {old: new for new, old in enumerate(kept)}
-    state["unsrt"] = [state["unsrt"][index] for index in kept]
-    state["hit"] = [renumber[index] for index in state["hit"] if index in renumber]
-    state["N"] = len(kept)
-    trimmed = TopHits(hits.query)
-    trimmed.__setstate__(state)
-    return trimmed, counts
+    if not all(keep):
+        kept = [index for index in range(state["N"]) if keep[index]]
+        renumber = {old: new for new, old in enumerate(kept)}
+        state["unsrt"] = [state["unsrt"][index] for index in kept]
+        state["hit"] = [renumber[index] for index in state["hit"] if index in renumber]
+        state["N"] = len(kept)
+    return state, counts
 
 
 def counting_whole_shard(hits, sequences, residues, known, uncounted):
@@ -87,15 +88,9 @@ def counting_whole_shard(hits, sequences, residues, known, uncounted):
     return restated.merge()
 
 
-def detached(hits):
-    """`hits` as a worker sends them back: pyhmmer pickles a TopHits with its query, and a
-    Pfam model pickles to tens of KB, so the results of 2766 models × 16 shards would carry
-    1.6 GB of models for the client to unpickle, holding its GIL. The client has the models."""
-    return hits.__getstate__()
-
-
 def attached(state, query):
-    """The TopHits that `detached` gave `state` of, with `query` (the client's own model)."""
+    """The TopHits that `as_hmmsearch_keeps` gave `state` of, with `query` (the client's own
+    model)."""
     hits = TopHits(query)
     hits.__setstate__(state)
     return hits

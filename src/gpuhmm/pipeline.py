@@ -45,7 +45,7 @@ class SearchTask:
 @dataclasses.dataclass(frozen=True)
 class TaskResult:
     task: SearchTask
-    hits: tuple  # per position in task.positions, its TopHits without the query (`_tophits.detached`)
+    hits: tuple  # per position in task.positions, its TopHits without the query (`_tophits.as_hmmsearch_keeps`)
     seconds: float
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
@@ -285,9 +285,9 @@ def run_task(task, shared):
             stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
             # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
             stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
-        model_hits, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
+        kept, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
-        hits.append(_tophits.detached(model_hits))
+        hits.append(kept)
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
