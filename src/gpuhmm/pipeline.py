@@ -45,7 +45,7 @@ class SearchTask:
 @dataclasses.dataclass(frozen=True)
 class TaskResult:
     task: SearchTask
-    hits: tuple  # per position in task.positions, the state of its kept TopHits, without the query (`_tophits.as_hmmsearch_keeps`)
+    hits: tuple  # per position in task.positions: its kept hits' state (`_tophits.as_hmmsearch_keeps`)
     seconds: float
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
