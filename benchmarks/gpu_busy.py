@@ -46,6 +46,7 @@ class _Bracketed:
         self._launches = launches
 
     def __call__(self, *args, **kwargs):
+        self._launches.begin()
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
         self._function(*args, **kwargs)
@@ -61,11 +62,15 @@ class Launches:
         self._reference = None
         self._events = []
 
-    def record(self, kind, start, end):
+    def begin(self):
+        """Record the reference, on the first launch's stream, before that launch."""
         with self._lock:
             if self._reference is None:
                 self._reference = cupy.cuda.Event()
-                self._reference.record(cupy.cuda.Stream.null)
+                self._reference.record()
+
+    def record(self, kind, start, end):
+        with self._lock:
             self._events.append((kind, start, end))
 
     def intervals(self):
