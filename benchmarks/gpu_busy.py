@@ -31,8 +31,11 @@ from pathlib import Path
 
 import cupy
 
-from gpuhmm import cli
-from gpuhmm.gpu import GpuEngine
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from endtoend import gpu_name  # noqa: E402
+
+from gpuhmm import cli  # noqa: E402
+from gpuhmm.gpu import GpuEngine  # noqa: E402
 
 BIN_SECONDS = 0.5
 
@@ -148,10 +151,11 @@ def main():
     status = cli.main(arguments)
     if status:
         sys.exit(status)
-    properties = cupy.cuda.runtime.getDeviceProperties(0)
+    name, driver = gpu_name()
     result = {
         "benchmark": "gpu_busy",
-        "gpu": properties["name"].decode() if isinstance(properties["name"], bytes) else properties["name"],
+        "gpu": name,
+        "gpu_driver": driver,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python3", *sys.argv]),
         **report(launches, arguments[arguments.index("--summary") + 1]),
