@@ -54,6 +54,43 @@ def test_a_database_held_in_memory_equals_its_files(tmp_path, shards):
         in_memory.load_shard(0)
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_read_ahead_holds_the_shards_makedb_reads(shards):
+    read_ahead = seqdb.ReadAhead(PROTEINS, shards)
+    taken = read_ahead.take(PROTEINS, shards, "amino")
+    assert taken is not None, "the helper process read nothing"
+    name, held = taken
+    read_here = makedb(PROTEINS, None, shards)
+    assert name == read_here.alphabet_name
+    ahead = seqdb._held_database(PROTEINS, name, held)
+    assert _database_records(ahead) == _database_records(read_here) == _easel_records(PROTEINS)
+    for index in range(shards):
+        assert np.array_equal(ahead.load_shard(index).offsets, read_here.load_shard(index).offsets)
+        assert np.array_equal(ahead.load_shard(index).source_index, read_here.load_shard(index).source_index)
+
+
+def test_a_read_ahead_reports_the_files_problem_as_makedb_does(tmp_path):
+    bad = tmp_path / "bad.faa"
+    bad.write_text(">ok\nMKVLA\n>bad\nMKV1LA\n")
+    with pytest.raises(GpuhmmError) as read_here:
+        makedb(bad, None, alphabet="amino")
+    with pytest.raises(GpuhmmError) as read_ahead:
+        makedb(bad, None, alphabet="amino", read_ahead=seqdb.ReadAhead(bad))
+    assert str(read_ahead.value) == str(read_here.value)
+    assert "bad.faa" in str(read_ahead.value)
+
+
+def test_a_read_ahead_that_cannot_stand_in_leaves_makedb_to_read(tmp_path):
+    assert seqdb.ReadAhead(PROTEINS, 2).take(PROTEINS, 1, "amino") is None  # other shards
+    assert seqdb.ReadAhead(PROTEINS, 1).take(PROTEINS, 1, "dna") is None  # another alphabet
+    stopped = seqdb.ReadAhead(PROTEINS, 1)
+    stopped.close()
+    stopped.close()
+    assert stopped.take(PROTEINS, 1, "amino") is None  # a helper stopped (or dead) reads nothing
+    database = makedb(PROTEINS, None, 1, read_ahead=stopped)
+    assert _database_records(database) == _easel_records(PROTEINS)
+
+
 def test_edge_cases_survive_the_round_trip(tmp_path):
     fasta = tmp_path / "edge.faa"
     fasta.write_text(

@@ -7,6 +7,7 @@ import logging
 import os
 import shlex
 import sys
+from pathlib import Path
 
 from ._version import __version__
 from .errors import GpuhmmError
@@ -174,6 +175,7 @@ def _search(args, command):
         raise GpuhmmError("--shuffle", "needs --shuffle-out FILE for its table")
     # Dask takes longer to import and start than everything else: start it first.
     executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
+    read_ahead = _start_reading(args, executor)
     from . import runner
 
     search = runner.hmmsearch if args.command == "search" else runner.phmmer
@@ -184,7 +186,20 @@ def _search(args, command):
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu,
         db_shards=args.db_shards, model_shards=args.model_shards, shard_memory=args.shard_memory,
         shuffle=args.shuffle or DEFAULT_SHUFFLES, shuffle_out=args.shuffle_out, command=command, executor=executor,
+        read_ahead=read_ahead,
     )
+
+
+def _start_reading(args, executor):
+    """A helper process reading the FASTA file into the shards that workers of this process
+    will hold, started before the imports (`seqdb.ReadAhead`); None for a makedb database, or
+    for a cluster's workers, which read database files."""
+    from .seqdb import MANIFEST, ReadAhead
+
+    sequences = Path(args.seqfile)
+    if not executor.in_process or not sequences.is_file() or sequences.name == MANIFEST:
+        return None
+    return ReadAhead(sequences, args.db_shards)
 
 
 def _scan(args, command):
@@ -192,13 +207,14 @@ def _scan(args, command):
 
     options = _options(args)
     executor = DaskExecutor(args.scheduler, args.cpu or available_cpus(), gpus=local_gpus(args.backend))
+    read_ahead = _start_reading(args, executor)
     from .runner import hmmscan
 
     hmmscan(
         args.hmmfile, args.seqfile, options,
         tblout=args.tblout, domtblout=args.domtblout, pfamtblout=args.pfamtblout, domains=args.domains,
         backend=args.backend, scheduler=args.scheduler, cpus=args.cpu, db_shards=args.db_shards,
-        shard_memory=args.shard_memory, command=command, executor=executor,
+        shard_memory=args.shard_memory, command=command, executor=executor, read_ahead=read_ahead,
     )
 
 

@@ -62,6 +62,7 @@ def hmmscan(
     shard_memory=None,
     command="gpuhmm scan",
     executor=None,
+    read_ahead=None,
 ):
     """Annotate each sequence of `sequences` (FASTA or a makedb directory) with the models of
     `models_file`, as hmmscan does (Z: the number of models, unless -Z). Returns one TopHits
@@ -69,11 +70,13 @@ def hmmscan(
     cpus = cpus or available_cpus()
     executor = executor or DaskExecutor(scheduler, cpus, gpus=local_gpus(backend))
     with executor, contextlib.ExitStack() as cleanup:
+        if read_ahead is not None:
+            cleanup.callback(read_ahead.close)
         backend = pipeline.resolve_backend(backend)
         hmms = models.read_models(models_file)
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         executor.prepare_workers(pipeline.prepare_worker, [hmm.M for hmm in hmms], backend, shard_memory)
-        database = _open_database(sequences, hmms, db_shards, cleanup, executor)
+        database = _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead)
         log.info("scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
                  database.sequences, len(database.shards), len(hmms), backend, executor.describe())
         per_sequence = pipeline.scan(hmms, database, options, executor, slots=cpus, backend=backend)
@@ -107,6 +110,7 @@ def _search(
     shard_memory=None,
     command="gpuhmm search",
     executor=None,
+    read_ahead=None,
     models_reread=False,
 ):
     """Search the models read_models() gives (read from `models_file`) against `sequences`.
@@ -119,12 +123,15 @@ def _search(
     its GPU's memory, or half the host's on the CPU backend).
     `shuffle` (N) and `shuffle_out` (a path) add the table of empirical P-values from N shuffles
     of each reported hit's target (`gpuhmm.shuffle`).
-    `executor` is a `DaskExecutor` already starting (the CLI starts it before its imports).
+    `executor` is a `DaskExecutor` already starting and `read_ahead` a `seqdb.ReadAhead` of
+    `sequences` already reading (the CLI starts both before its imports).
     """
     stages = []
     cpus = cpus or available_cpus()
     executor = executor or DaskExecutor(scheduler, cpus, gpus=local_gpus(backend))
     with executor, contextlib.ExitStack() as cleanup:
+        if read_ahead is not None:
+            cleanup.callback(read_ahead.close)
         backend = pipeline.resolve_backend(backend)
         started = time.perf_counter()
         hmms = read_models()
@@ -137,7 +144,7 @@ def _search(
         stages.append({"name": "prepare workers", "seconds": time.perf_counter() - started})
 
         started = time.perf_counter()
-        database = _open_database(sequences, hmms, db_shards, cleanup, executor)
+        database = _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead)
         stages.append({"name": "database", "seconds": time.perf_counter() - started})
 
         if model_shards is not None:
@@ -244,10 +251,10 @@ def merge_hits_files(hits_files, order=None, *, tblout=None, domtblout=None, pfa
     return merged
 
 
-def _open_database(sequences, hmms, db_shards, cleanup, executor):
+def _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead):
     """A makedb directory as it is, or a FASTA file sharded: in memory for workers in this
-    process, into a temporary database for a cluster's, with a shard for every worker at
-    least."""
+    process (perhaps read already by `read_ahead`), into a temporary database for a cluster's,
+    with a shard for every worker at least."""
     wanted = seqdb.alphabet_name(hmms[0].alphabet) if hmms else None
     path = Path(sequences)
     if path.is_dir() or path.name == seqdb.MANIFEST:
@@ -259,7 +266,7 @@ def _open_database(sequences, hmms, db_shards, cleanup, executor):
     if wanted and guessed and guessed != wanted:
         raise GpuhmmError(path, f"alphabet mismatch: the sequences look like {guessed}, the models are {wanted}")
     if executor.in_process:
-        database = seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed)
+        database = seqdb.makedb(path, None, db_shards, alphabet=wanted or guessed, read_ahead=read_ahead)
         cleanup.callback(seqdb.release, database)
         cleanup.callback(pipeline.resident_shards.release, database)
         return database

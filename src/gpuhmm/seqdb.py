@@ -24,8 +24,15 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import pickle
 import re
+import socket
 import string
+import struct
+import subprocess
+import sys
+import threading
 import uuid
 import zlib
 from pathlib import Path
@@ -148,35 +155,27 @@ class SequenceDatabase:
         return _decode_shard(data)
 
 
-def makedb(fasta, outdir, shards=1, alphabet=None):
+def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
     """Read `fasta` (plain or gzip) as Easel does and write a sharded database to `outdir`.
 
     `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file. With `outdir`
     None nothing is written: the database lives in this process's memory, for a search whose
-    workers share the process.
+    workers share the process; a `ReadAhead` of the file may have read it already.
     Returns the opened `SequenceDatabase`.
     """
     fasta = Path(fasta)
     if shards < 1:
         raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
-    parsed, alphabet = _read_fasta(fasta, alphabet)
-    shard_members = [_longest_first(members, parsed.lengths) for members in _balance_by_residues(parsed.lengths, shards)]
     if outdir is None:
-        token = uuid.uuid4().hex
-        infos = []
-        for index, members in enumerate(shard_members):
-            shard = parsed.shard(members)
-            infos.append(_shard_info(f"shard-{index:04d}", shard.offsets, f"{IN_MEMORY}{token}:{index}"))
-            _held[infos[-1].sha256] = shard
-        return SequenceDatabase(
-            path=fasta.absolute(), alphabet_name=alphabet_name(alphabet), sequences=len(parsed.lengths),
-            residues=sum(info.residues for info in infos), max_length=max(info.max_length for info in infos),
-            shards=tuple(infos),
-        )
+        read = read_ahead.take(fasta, shards, alphabet) if read_ahead is not None else None
+        name, held = read or _read_shards(fasta, alphabet, shards)
+        return _held_database(fasta, name, held)
+    parsed, alphabet = _read_fasta(fasta, alphabet)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / MANIFEST).unlink(missing_ok=True)
-    infos = [_write_shard(outdir / f"shard-{index:04d}.npz", parsed.shard(members)) for index, members in enumerate(shard_members)]
+    infos = [_write_shard(outdir / f"shard-{index:04d}.npz", parsed.shard(members))
+             for index, members in enumerate(_shard_members(parsed.lengths, shards))]
     manifest = {
         "format": FORMAT,
         "alphabet": alphabet_name(alphabet),
@@ -190,6 +189,118 @@ def makedb(fasta, outdir, shards=1, alphabet=None):
     with atomic_outputs(outdir / MANIFEST) as (temporary,):
         temporary.write_text(json.dumps(manifest, indent=1))
     return SequenceDatabase.open(outdir)
+
+
+def _read_shards(fasta, alphabet, shards):
+    """The alphabet's name and `shards` in-memory shards of `fasta`."""
+    parsed, easel_alphabet = _read_fasta(fasta, alphabet)
+    return alphabet_name(easel_alphabet), [parsed.shard(members) for members in _shard_members(parsed.lengths, shards)]
+
+
+def _shard_members(lengths, shards):
+    return [_longest_first(members, lengths) for members in _balance_by_residues(lengths, shards)]
+
+
+def _held_database(fasta, name, shards):
+    """A database of `shards` held in this process's memory."""
+    token = uuid.uuid4().hex
+    infos = []
+    for index, shard in enumerate(shards):
+        infos.append(_shard_info(f"shard-{index:04d}", shard.offsets, f"{IN_MEMORY}{token}:{index}"))
+        _held[infos[-1].sha256] = shard
+    return SequenceDatabase(
+        path=fasta.absolute(), alphabet_name=name, sequences=sum(len(shard.names) for shard in shards),
+        residues=sum(info.residues for info in infos), max_length=max(info.max_length for info in infos),
+        shards=tuple(infos),
+    )
+
+
+class ReadAhead:
+    """A FASTA file read into in-memory shards by a helper process while this one starts up.
+
+    Reading 100 M residues holds this process's interpreter lock for seconds, which importing
+    CuPy and Dask, reading the models and starting the workers would otherwise wait behind.
+    The helper guesses the alphabet as Easel does; `makedb` takes its shards where that is the
+    alphabet wanted, and otherwise (or if the helper failed) reads the file itself. The helper
+    is a fresh interpreter, not a multiprocessing child, so no caller's main module is re-run.
+    """
+
+    def __init__(self, fasta, shards=1):
+        self.fasta, self.shards = Path(fasta), shards
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
+        self._connection, helper_end = socket.socketpair()
+        with helper_end:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", "from gpuhmm.seqdb import _helper_main; _helper_main()", str(fasta), str(shards)],
+                stdin=subprocess.DEVNULL, stdout=helper_end.fileno(), env=environment)
+        # Received in a thread as it comes. A socket, not a pipe: one MSG_WAITALL receive takes
+        # the whole message with the interpreter lock released once, where a pipe's 64 KB reads
+        # would each wait for the lock again behind this process's busy threads.
+        self._outcome = ("failed",)
+        self._receiving = threading.Thread(target=self._receive, name="gpuhmm-read-ahead", daemon=True)
+        self._receiving.start()
+
+    def _receive(self):
+        try:
+            (size,) = struct.unpack("<Q", _receive_exactly(self._connection, 8))
+            self._outcome = pickle.loads(_receive_exactly(self._connection, size))
+        except (EOFError, OSError, pickle.UnpicklingError):  # the helper died or was stopped
+            pass
+
+    def take(self, fasta, shards, alphabet):
+        """(alphabet name, shards) as `makedb(fasta, None, shards, alphabet)` would read them, or
+        None where this read cannot stand in for that one. Raises the helper's GpuhmmError."""
+        if Path(fasta) != self.fasta or shards != self.shards:
+            self.close()
+            return None
+        self._receiving.join()
+        self.close()
+        outcome = self._outcome
+        if outcome[0] == "error":
+            raise GpuhmmError(*outcome[1:])
+        if outcome[0] == "shards" and alphabet in (None, outcome[1]):
+            return outcome[1], outcome[2]
+        return None
+
+    def close(self):
+        """Stop the helper if it is still reading (the search stopped first)."""
+        if self._connection.fileno() == -1:
+            return
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        self._connection.shutdown(socket.SHUT_RDWR)  # wakes the receiving thread
+        self._receiving.join()
+        self._connection.close()
+
+
+def _receive_exactly(connection, size):
+    message = bytearray(size)
+    view, received = memoryview(message), 0
+    while received < size:
+        count = connection.recv_into(view[received:], size - received, socket.MSG_WAITALL)
+        if not count:
+            raise EOFError("the helper closed its end early")
+        received += count
+    return message
+
+
+def _helper_main():
+    """The helper's side of `ReadAhead` (argv: FASTA file, shards): pickles to stdout
+    ("shards", alphabet name, shards), ("error", source, problem) for a GpuhmmError, or
+    ("undetermined",) / ("failed",) for the caller to read the file itself."""
+    fasta, shards = Path(sys.argv[1]), int(sys.argv[2])
+    try:
+        name = guess_alphabet(fasta)
+        outcome = ("shards", *_read_shards(fasta, name, shards)) if name else ("undetermined",)
+    except GpuhmmError as error:
+        outcome = ("error", error.source, error.problem)
+    except Exception:  # noqa: BLE001 - the caller reads the file itself and reports the problem in full
+        outcome = ("failed",)
+    message = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.write(struct.pack("<Q", len(message)))
+    sys.stdout.buffer.write(message)
+    sys.stdout.buffer.flush()
 
 
 def read_sequences(fasta, alphabet):
