@@ -156,7 +156,10 @@ def pair_batch(pair_model, pair_sequence, lengths, chunk_residues):
     pair_model = np.asarray(pair_model, dtype=np.int64)
     pair_sequence = np.asarray(pair_sequence, dtype=np.int64)
     pair_length = np.asarray(lengths, dtype=np.int64)[pair_sequence]
-    order = np.lexsort((-pair_length, pair_model))
+    # By model, then longest first (ties in the given order): one int64 key, which a stable
+    # sort of pairs that come by model and sequence (a shard is longest first) merges fast.
+    longest = int(pair_length.max(initial=0))
+    order = np.argsort(pair_model * (longest + 1) + (longest - pair_length), kind="stable")
     models, rows = pair_model[order], pair_length[order]
     new_model = np.r_[True, models[1:] != models[:-1]]
     before = np.cumsum(rows) - rows  # residues ahead of each pair, over all models
