@@ -267,6 +267,8 @@ def main(argv=None):
                         help="fraction of the sequences hmmsearch searches [0.01; quick: 0.05]; 0 skips it")
     parser.add_argument("--db-shards", type=int, help="pass --db-shards N to gpuhmm [not passed]")
     parser.add_argument("--gpuhmm-args", default="", help="extra arguments for gpuhmm search, one string: --gpuhmm-args='--F1 0.02'")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="gpuhmm runs on the whole database; the median is wall_s, all are kept [3]")
     parser.add_argument("--skip-peer", action="store_true", help="do not run pyhmmer (no comparison)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 200 models x 2M residues")
     parser.add_argument("--out", type=Path, help="result JSON [benchmarks/results/endtoend-<gpu>.json]; "
@@ -426,15 +428,27 @@ def main(argv=None):
         step("warmup", warmup)
 
         # 4. gpuhmm end to end on the whole database
-        def gpuhmm_full():
-            paths = table_paths(work / "gpuhmm")
-            summary_path = work / "gpuhmm" / "summary.json"
+        def gpuhmm_run(directory):
+            paths = table_paths(directory)
+            summary_path = directory / "summary.json"
             command = [*gpuhmm_base, *table_flags(paths), "--summary", str(summary_path),
                        str(state["models_path"]), str(state["db_path"])]
-            result["gpuhmm_command"] = shlex.join(command)
             with GpuUtilization() as utilization:
-                wall = run_timed(command, work / "gpuhmm.log", env)
-            summary = read_summary(summary_path) or {}
+                wall = run_timed(command, directory.with_suffix(".log"), env)
+            return command, wall, read_summary(summary_path) or {}, utilization.summary()
+
+        def gpuhmm_full():
+            runs = [gpuhmm_run(work / ("gpuhmm" if repeat == 0 else f"gpuhmm-{repeat + 1}"))
+                    for repeat in range(args.repeats)]
+            # The median run stands for the lease: identical searches vary by seconds on one host.
+            command, wall, summary, utilization = sorted(runs, key=lambda run: run[1])[len(runs) // 2]
+            result["gpuhmm_command"] = shlex.join(command)
+            result["gpuhmm_runs"] = [{
+                "wall_s": round(run_wall, 3),
+                "stages_s": {name: round(seconds, 3) for name, seconds in stage_seconds(run_summary)},
+                "tables_as_first_run": repeat == 0 or not any(
+                    compare_tables(work / "gpuhmm", work / f"gpuhmm-{repeat + 1}").values()),
+            } for repeat, (_, run_wall, run_summary, _) in enumerate(runs)]
             result["wall_s"] = round(wall, 3)
             result["viterbi_tcups_in_run"] = viterbi_tcups(summary)
             cells = result["cells"]
@@ -450,7 +464,7 @@ def main(argv=None):
                 "model_shards": summary.get("model_shards"), "cluster": summary.get("cluster"),
                 "Z": summary.get("Z"),
                 "summary_stages": summary.get("stages"),
-                "gpu_utilization": utilization.summary(),
+                "gpu_utilization": utilization,
             }
             state["gpuhmm_tables"] = work / "gpuhmm"
             log(f"gpuhmm: {wall:.1f} s ({cells / wall / 1e12:.3f} TCUPS end to end); "
@@ -515,7 +529,8 @@ def main(argv=None):
             log(f"peer: {wall:.1f} s ({cells / wall / 1e9:.1f} GCUPS), tables written in {written:.1f} s")
             if state.get("gpuhmm_tables"):
                 differences = compare_tables(state["gpuhmm_tables"], work / "peer")
-                result["tables_identical"] = all(d is None for d in differences.values())
+                result["tables_identical"] = (all(d is None for d in differences.values())
+                                             and all(run["tables_as_first_run"] for run in result["gpuhmm_runs"]))
                 result["table_lines"] = {flag: sum(1 for line in open(path) if not line.startswith("#"))
                                          for flag, path in paths.items()}
                 if not result["tables_identical"]:
