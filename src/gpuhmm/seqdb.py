@@ -12,7 +12,7 @@ plain form (most files) is read by a vectorized equivalent of Easel's FASTA read
 against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in
 the manifest; readers refuse a shard that does not match it. A FASTA file searched by workers
 of the same process is never written: its shards stay in memory (`makedb` without an output
-directory).
+directory), read by a helper process while the CLI starts up (`ReadAhead`).
 """
 
 from __future__ import annotations
@@ -286,9 +286,10 @@ def _receive_exactly(connection, size):
 
 
 def _helper_main():
-    """The helper's side of `ReadAhead` (argv: FASTA file, shards): pickles to stdout
-    ("shards", alphabet name, shards), ("error", source, problem) for a GpuhmmError, or
-    ("undetermined",) / ("failed",) for the caller to read the file itself."""
+    """The helper's side of `ReadAhead` (argv: FASTA file, shards). Writes to stdout, the
+    socket, the length and pickle of ("shards", alphabet name, shards), ("error", source,
+    problem) for a GpuhmmError, or ("undetermined",) / ("failed",) for the caller to read the
+    file itself."""
     fasta, shards = Path(sys.argv[1]), int(sys.argv[2])
     try:
         name = guess_alphabet(fasta)
