@@ -91,6 +91,20 @@ def test_a_read_ahead_that_cannot_stand_in_leaves_makedb_to_read(tmp_path):
     assert _database_records(database) == _easel_records(PROTEINS)
 
 
+def test_the_cli_reads_a_fasta_ahead_in_a_helper_process(tmp_path, monkeypatch):
+    from gpuhmm import cli
+
+    def not_here(*_):
+        raise AssertionError("the search read the FASTA in its own process")
+
+    monkeypatch.setattr(seqdb, "_read_shards", not_here)
+    tblout = tmp_path / "hits.tblout"
+    status = cli.main(["search", "--backend", "cpu", "--cpu", "1", "--tblout", str(tblout),
+                       str(DATA / "pfam-tiny.hmm"), str(PROTEINS)])
+    assert status == 0
+    assert any(not line.startswith("#") for line in tblout.read_text().splitlines())
+
+
 def test_edge_cases_survive_the_round_trip(tmp_path):
     fasta = tmp_path / "edge.faa"
     fasta.write_text(

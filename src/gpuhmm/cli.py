@@ -192,12 +192,14 @@ def _search(args, command):
 
 def _start_reading(args, executor):
     """A helper process reading the FASTA file into the shards that workers of this process
-    will hold, started before the imports (`seqdb.ReadAhead`); None for a makedb database, or
-    for a cluster's workers, which read database files."""
-    from .seqdb import MANIFEST, ReadAhead
+    will hold, started before the imports (`seqdb.ReadAhead`); None for a makedb database, for
+    a cluster's workers, which read database files, and for a file too large to gain from it."""
+    from .seqdb import MANIFEST, READ_AHEAD_MAX_BYTES, ReadAhead
 
     sequences = Path(args.seqfile)
     if not executor.in_process or not sequences.is_file() or sequences.name == MANIFEST:
+        return None
+    if sequences.stat().st_size > READ_AHEAD_MAX_BYTES:
         return None
     return ReadAhead(sequences, args.db_shards)
 

@@ -215,6 +215,11 @@ def _held_database(fasta, name, shards):
     )
 
 
+#: Files up to this size are read ahead. The helper and its message hold the shards twice more
+#: for a moment, and past a few GB the search takes so long that the seconds saved do not count.
+READ_AHEAD_MAX_BYTES = 2 * 1024**3
+
+
 class ReadAhead:
     """A FASTA file read into in-memory shards by a helper process while this one starts up.
 
