@@ -197,11 +197,10 @@ def _start_reading(args, executor):
     from .seqdb import MANIFEST, READ_AHEAD_MAX_BYTES, ReadAhead
 
     sequences = Path(args.seqfile)
-    if not executor.in_process or not sequences.is_file() or sequences.name == MANIFEST:
-        return None
-    if sequences.stat().st_size > READ_AHEAD_MAX_BYTES:
-        return None
-    return ReadAhead(sequences, args.db_shards)
+    if (executor.in_process and sequences.is_file() and sequences.name != MANIFEST
+            and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES):
+        return ReadAhead(sequences, args.db_shards)
+    return None
 
 
 def _scan(args, command):
