@@ -8,8 +8,10 @@ import json
 import logging
 import os
 import pickle
+import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import dask
@@ -60,6 +62,18 @@ def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
     assert sum(worker["tasks"] for worker in summary["workers"].values()) == summary["tasks"]
     for kind in TABLES:
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
+
+
+def test_gpu_workers_are_forked_with_the_engine_imported(monkeypatch):
+    """dask-cuda's workers (a process LocalCluster stands in: CI has no GPU) start from the fork
+    server with gpuhmm's engine already imported; spawned, they would not have imported it."""
+    stand_in = types.ModuleType("dask_cuda")
+    stand_in.LocalCUDACluster = lambda n_workers, threads_per_worker, **common: distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True, **common)
+    monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
+    with cluster.DaskExecutor(workers=2, gpus=2) as executor:
+        imported = executor.client().run(lambda: "gpuhmm.pipeline" in sys.modules)
+    assert list(imported.values()) == [True, True]
 
 
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
