@@ -173,7 +173,7 @@ def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():
     assert pipeline._configuring_ahead[on_disk.key].wait(120)
     positions = range(len(hmms))
     ahead = pipeline._configured[on_disk.key]
-    assert list(ahead) == sorted(positions, key=lambda p: (-hmms[p].M, p))  # longest first, as tasks take them
+    assert list(ahead) == sorted(positions, key=lambda p: (hmms[p].M, p))  # shortest first, as tasks take them
     taken = pipeline._filter_models(on_disk.key, [3, 1], [hmms[3], hmms[1]])
     assert taken[0] is ahead[3] and taken[1] is ahead[1]
     for position, own in zip(positions, pipeline._filter_models("a task's own", positions, hmms)):

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
 from gpuhmm.errors import GpuhmmError
-from gpuhmm.models import ModelShards, ModelsOnDisk, _read_files, balance_by_length, read_models, split_models
+from gpuhmm.models import (ModelShards, ModelsOnDisk, _read_files, balance_by_length, guided_groups, read_models,
+                           split_models)
 
 MODELS = DATA / "pfam-test.h3m.gz"
 
@@ -99,3 +100,15 @@ def test_models_on_disk_travel_small_and_are_read_again_where_they_land(tmp_path
     path.unlink()
     with pytest.raises(GpuhmmError, match="a worker cannot read the model file"):
         received.load()
+
+
+def test_guided_groups_cover_every_model_once_and_shrink_from_the_shortest_models():
+    lengths = [50, 400, 30, 120, 700, 45, 220, 90, 60, 310, 150, 80]
+    groups = guided_groups(lengths, slots=2, finest=4)
+    assert sorted(p for group in groups for p in group) == list(range(len(lengths)))
+    taken = [p for group in groups for p in sorted(group, key=lambda p: (lengths[p], p))]
+    assert taken == sorted(range(len(lengths)), key=lambda p: (lengths[p], p))
+    sizes = [sum(lengths[p] for p in group) for group in groups]
+    total = sum(lengths)
+    assert sizes[0] >= total / 4  # half of the whole over two slots
+    assert all(size >= total / 8 for size in sizes[:-1])  # the floor: 1/(finest·slots)

@@ -146,9 +146,14 @@ def check_cutoffs(models, bit_cutoffs, source):
 
 
 def longest_first(lengths):
-    """Model positions longest first, ties in input order: the order models are grouped in,
-    and so the order a search's tasks take them."""
+    """Model positions longest first, ties in input order."""
     return sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+
+
+def shortest_first(lengths):
+    """Model positions shortest first, ties in input order: the order `guided_groups` groups
+    models in, and so the order a search's tasks take them."""
+    return sorted(range(len(lengths)), key=lambda position: (lengths[position], position))
 
 
 def balance_by_length(lengths, shards):
@@ -169,14 +174,19 @@ def balance_by_length(lengths, shards):
 def guided_groups(lengths, slots, finest=8):
     """Model groups that shrink as the work runs out, for `slots` parallel workers.
 
-    Guided self-scheduling: each group takes 1/(2·slots) of the length left, longest models
-    first, down to 1/(finest·slots) of the whole. Early groups are big (few tasks, little
-    overhead); the last are small, so no worker idles long at the end.
+    Guided self-scheduling: each group takes 1/(2·slots) of the length left, down to
+    1/(finest·slots) of the whole. Early groups are big (few tasks, little overhead); the last
+    are small, so no worker idles long at the end. Models are taken shortest first: a group of
+    many short models carries the most host work and pyhmmer tails (both grow with the models
+    and their hits, not with the cells), which early on other tasks' kernels hide, while the
+    last groups, a few long models each, finish soon after their kernels. Longest first, the
+    last tasks on 2 GPUs spent 3 s in host steps of 355 to 432 short models each with their
+    GPUs 10 to 30 % busy.
     """
     total = sum(lengths)
     smallest = total / (finest * slots)
     groups, group, size, left = [], [], 0, total
-    for position in longest_first(lengths):
+    for position in shortest_first(lengths):
         group.append(position)
         size += lengths[position]
         if size >= max(left / (2 * slots), smallest):

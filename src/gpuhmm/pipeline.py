@@ -29,7 +29,7 @@ import pyhmmer.plan7
 
 from . import _tophits, fwdfilter, msv, prefilter, shuffle, vitfilter
 from .errors import GpuhmmError
-from .models import ModelsOnDisk, balance_by_length, guided_groups, longest_first
+from .models import ModelsOnDisk, balance_by_length, guided_groups, shortest_first
 
 log = logging.getLogger("gpuhmm")
 
@@ -431,7 +431,7 @@ _AHEAD_BATCH = 64
 def _filter_models(search_key, positions, models):
     ahead = _configuring_ahead.get(search_key)
     if ahead is not None:
-        # The worker is configuring every model, longest first (`prepare_worker`): a task waits
+        # The worker is configuring every model, shortest first (`prepare_worker`): a task waits
         # for its own models only, so the GPU starts on the first groups while the rest follow.
         with _configured_lock:
             _configured_lock.wait_for(
@@ -613,7 +613,7 @@ def prepare_worker(lengths, backend, shard_memory, models=None, threads=None):
     def configure_models():
         try:
             hmms = models.load()
-            order = longest_first(lengths)
+            order = shortest_first(lengths)
             for start in range(0, len(order), _AHEAD_BATCH):
                 batch = order[start:start + _AHEAD_BATCH]
                 _configure(models.key, batch, [hmms[position] for position in batch])
