@@ -105,6 +105,8 @@ def _start_worker_forkserver():
     imports them while this process imports Dask and starts the scheduler, so the workers forked
     from it (FORKED_WORKERS) start with their imports done: spawned, each imported them only
     once the scheduler had started, and the search waited for the slowest (1.2 s less on 2 GPUs).
+    Forked workers keep this process's environment: Dask's `distributed.nanny.pre-spawn-environ`
+    (thread counts for BLAS, which gpuhmm does not use, and malloc trimming) does not reach them.
     The server outlives a cluster: later ones fork from it too."""
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(WORKER_PRELOAD))
     multiprocessing.forkserver.ensure_running()
