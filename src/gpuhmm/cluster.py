@@ -49,7 +49,7 @@ NO_STEALING = {"distributed.scheduler.work-stealing": False}
 #: gpuhmm's engine with CuPy (importing CuPy does not start CUDA, so a forked process still can).
 #: dask-cuda's workers are forked from multiprocessing's fork server with these imported
 #: (`_start_worker_forkserver`), not spawned to import them each after the cluster starts.
-WORKER_PRELOAD = ("distributed", "dask_cuda", "gpuhmm.pipeline", "gpuhmm.prefilter", "cupy")
+WORKER_PRELOAD = ("distributed", "dask_cuda", "gpuhmm.pipeline", "cupy")
 FORKED_WORKERS = {"distributed.worker.multiprocessing-method": "forkserver"}
 
 
