@@ -73,7 +73,11 @@ def test_gpu_workers_are_forked_with_the_engine_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
     with cluster.DaskExecutor(workers=2, gpus=2) as executor:
         imported = executor.client().run(lambda: "gpuhmm.pipeline" in sys.modules)
+        named = executor.client().run(lambda: (pipeline._worker_name(), os.getpid()))
     assert list(imported.values()) == [True, True]
+    # The run summary tells the forked workers apart: each task names its own process.
+    assert len({name for name, _ in named.values()}) == 2
+    assert all(name.endswith(f":{pid}") for name, pid in named.values())
 
 
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():

@@ -291,7 +291,7 @@ def run_task(task, shared):
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
-                      _WORKER_NAME, (started_at, time.time()))
+                      _worker_name(), (started_at, time.time()))
 
 
 def _filter_in_batches(shard, models, arguments, timings, shard_index):
@@ -313,7 +313,10 @@ def _filter_in_batches(shard, models, arguments, timings, shard_index):
                 + _filter_in_batches(shard, models[half:], arguments, timings, shard_index))
 
 
-_WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
+def _worker_name():
+    """host:process id, asked per task: workers forked from a fork server that imported this
+    module share its import-time process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 _per_thread = threading.local()
 
