@@ -318,6 +318,7 @@ def _worker_name():
     module share its import-time process id."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
+
 _per_thread = threading.local()
 
 
