@@ -73,6 +73,7 @@ def test_gpu_workers_are_forked_with_the_engine_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
     with cluster.DaskExecutor(workers=2, gpus=2) as executor:
         imported = executor.client().run(lambda: "gpuhmm.pipeline" in sys.modules)
+        # A call of its own, after the check: unpickling a function that names `pipeline` imports it.
         named = executor.client().run(lambda: (pipeline._worker_name(), os.getpid()))
     assert list(imported.values()) == [True, True]
     # The run summary tells the forked workers apart: each task names its own process.
