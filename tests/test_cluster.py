@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import io
 import json
@@ -64,21 +65,40 @@ def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
 
 
-def test_gpu_workers_are_forked_with_the_engine_imported(monkeypatch):
-    """dask-cuda's workers (a process LocalCluster stands in: CI has no GPU) start from the fork
-    server with gpuhmm's engine already imported; spawned, they would not have imported it."""
+class _StandInCUDACluster(distributed.LocalCluster):
+    """dask-cuda's LocalCUDACluster as a process LocalCluster (CI has no GPU). As dask-cuda's
+    does, it starts its workers by scaling, and shows worker i every GPU, starting from GPU i."""
+
+    def __init__(self, n_workers, threads_per_worker, **common):
+        self.gpus = n_workers
+        super().__init__(n_workers=0, threads_per_worker=threads_per_worker, processes=True, **common)
+        self.scale(n_workers)
+        self.sync(self._correct_state)
+
+    def new_worker_spec(self):
+        first = len(self.worker_spec)
+        spec = copy.deepcopy(self.new_spec)
+        spec["options"]["env"] = {"CUDA_VISIBLE_DEVICES": ",".join(
+            str((first + offset) % self.gpus) for offset in range(self.gpus))}
+        return {first: spec}
+
+
+def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu(monkeypatch):
+    """dask-cuda's workers start from the fork server with gpuhmm's engine already imported
+    (spawned, they would not have imported it), and each sees only its own GPU."""
     stand_in = types.ModuleType("dask_cuda")
-    stand_in.LocalCUDACluster = lambda n_workers, threads_per_worker, **common: distributed.LocalCluster(
-        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True, **common)
+    stand_in.LocalCUDACluster = _StandInCUDACluster
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
     with cluster.DaskExecutor(workers=2, gpus=2) as executor:
         imported = executor.client().run(lambda: "gpuhmm.pipeline" in sys.modules)
         # A call of its own, after the check: unpickling a function that names `pipeline` imports it.
         named = executor.client().run(lambda: (pipeline._worker_name(), os.getpid()))
+        visible = executor.client().run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
     assert list(imported.values()) == [True, True]
     # The run summary tells the forked workers apart: each task names its own process.
     assert len({name for name, _ in named.values()}) == 2
     assert all(name.endswith(f":{pid}") for name, pid in named.values())
+    assert sorted(visible.values()) == ["0", "1"]
 
 
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():

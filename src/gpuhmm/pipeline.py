@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 import os
 import socket
@@ -69,11 +70,16 @@ class SearchResult:
     workers: dict = dataclasses.field(default_factory=dict)
 
 
-def resolve_backend(requested):
-    """The backend a run uses: "gpu" where asked for (or, with "auto", where a GPU is usable)."""
+def resolve_backend(requested, cluster_gpus=0):
+    """The backend a run uses: "gpu" where asked for (or, with "auto", where a GPU is usable).
+
+    With a local cluster of several GPUs (`cluster_gpus`), CUDA is its workers' alone: this
+    process only checks that CuPy is installed, and each worker finds its GPU (`_gpu_engine`).
+    Loading CuPy and counting devices here held this process's interpreter lock for 1.9 s
+    while Dask started the workers (4 × H200)."""
     if requested == "cpu":
         return "cpu"
-    problem = _gpu_problem()
+    problem = _cupy_problem() if cluster_gpus > 1 else _gpu_problem()
     if problem is None:
         return "gpu"
     if requested == "gpu":
@@ -89,6 +95,13 @@ def _gpu_problem():
         return f"CuPy with a CUDA driver is needed ({type(error).__name__}: {error}); install gpuhmm[gpu]"
     if gpu.device_count() == 0:
         return "no CUDA GPU is visible to this process"
+    return None
+
+
+def _cupy_problem():
+    """Why CuPy cannot be imported, found without importing it; None when it is installed."""
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is needed for the GPU backend (no module named 'cupy'); install gpuhmm[gpu]"
     return None
 
 
@@ -510,6 +523,9 @@ def _gpu_engine():
     stream of its own), so one task's host work and pyhmmer tail run while another's kernels run."""
     with _gpu_lock:
         if not _gpu:
+            problem = _gpu_problem()
+            if problem is not None:
+                raise GpuhmmError(f"--backend gpu on {_worker_name()}", problem)
             from .gpu import GpuEngine
 
             _gpu.append(GpuEngine())

@@ -72,7 +72,7 @@ def hmmscan(
     with executor, contextlib.ExitStack() as cleanup:
         if read_ahead is not None:
             cleanup.callback(read_ahead.close)
-        backend = pipeline.resolve_backend(backend)
+        backend = pipeline.resolve_backend(backend, executor.gpus)
         hmms = models.read_models(models_file)
         models.check_cutoffs(hmms, options.bit_cutoffs, models_file)
         executor.prepare_workers(pipeline.prepare_worker, [hmm.M for hmm in hmms], backend, shard_memory)
@@ -132,7 +132,7 @@ def _search(
     with executor, contextlib.ExitStack() as cleanup:
         if read_ahead is not None:
             cleanup.callback(read_ahead.close)
-        backend = pipeline.resolve_backend(backend)
+        backend = pipeline.resolve_backend(backend, executor.gpus)
         started = time.perf_counter()
         hmms = read_models()
         stages.append({"name": "read models", "seconds": time.perf_counter() - started})
