@@ -101,6 +101,35 @@ def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu
     assert sorted(visible.values()) == ["0", "1"]
 
 
+@pytest.mark.parametrize("gpus, opened", [(0, []), (1, [("libcuda.so.1", 0)]), (2, [("libcuda.so.1", 0)])])
+def test_an_executor_of_local_gpus_opens_the_cuda_driver_as_it_starts(monkeypatch, gpus, opened):
+    """The driver is opened (cuInit) before the cluster starts, so that the workers find their
+    GPUs set up; a CPU cluster leaves it alone, and a machine without the driver is no error."""
+    calls = []
+
+    class Driver:
+        def __init__(self, name):
+            self.name = name
+
+        def cuInit(self, flags):
+            calls.append((self.name, flags))
+
+    monkeypatch.setattr(cluster, "_start_worker_forkserver", lambda: None)
+    monkeypatch.setattr(cluster.DaskExecutor, "_start", lambda self: None)
+    monkeypatch.setattr(cluster.ctypes, "CDLL", Driver)
+    cluster.DaskExecutor(workers=2, gpus=gpus)._starting.join()
+    for thread in threading.enumerate():
+        if thread.name == "gpuhmm-cuda-driver":
+            thread.join()
+    assert calls == opened
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(cluster.ctypes, "CDLL", no_driver)
+    assert cluster._open_cuda_driver() is None
+
+
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
     """profiles/dask-slurm: the job script dask-jobqueue's SLURMCluster would submit."""
     dask_jobqueue = pytest.importorskip("dask_jobqueue")

@@ -75,8 +75,8 @@ def resolve_backend(requested, cluster_gpus=0):
 
     With a local cluster of several GPUs (`cluster_gpus`), CUDA is its workers' alone: this
     process only checks that CuPy is installed, and each worker finds its GPU (`_gpu_engine`).
-    Loading CuPy and counting devices here held this process's interpreter lock for 1.9 s
-    while Dask started the workers (4 × H200)."""
+    Loading CuPy and counting the devices here took 1.9 s of this process's interpreter lock
+    while Dask started the workers (4 × H200): dask_cuda's import took 1.1 s instead of 0.1."""
     if requested == "cpu":
         return "cpu"
     problem = _cupy_problem() if cluster_gpus > 1 else _gpu_problem()
