@@ -172,6 +172,28 @@ def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
     assert not table.exists()
 
 
+def test_a_cluster_of_gpus_leaves_cuda_to_its_workers(monkeypatch):
+    """With several local GPU workers, the backend is decided by CuPy being installed, without
+    loading it here; a worker that cannot use its GPU says so in a one-line error."""
+    from gpuhmm import GpuhmmError, pipeline
+
+    def loads_cupy():
+        raise AssertionError("this process loaded CuPy")
+
+    monkeypatch.setattr(pipeline, "_gpu_problem", loads_cupy)
+    monkeypatch.setattr(pipeline.importlib.util, "find_spec", lambda name: None)
+    assert pipeline.resolve_backend("auto", cluster_gpus=2) == "cpu"
+    with pytest.raises(GpuhmmError, match="--backend gpu: CuPy is needed"):
+        pipeline.resolve_backend("gpu", cluster_gpus=2)
+    monkeypatch.setattr(pipeline.importlib.util, "find_spec", lambda name: object())
+    assert pipeline.resolve_backend("gpu", cluster_gpus=2) == "gpu"
+
+    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: "no CUDA GPU is visible to this process")
+    monkeypatch.setattr(pipeline, "_gpu", [])
+    with pytest.raises(GpuhmmError, match=r"--backend gpu on .+:\d+: no CUDA GPU is visible"):
+        pipeline._gpu_engine()
+
+
 @pytest.mark.parametrize("F", [0.02, 1e-3, 1e-5])
 def test_pass_threshold_decides_as_the_pvalue(F):
     """Around the threshold, and far from it, bits ≥ threshold exactly when P ≤ F."""
