@@ -123,7 +123,7 @@ def _open_cuda_driver():
     server, which never starts CUDA, not from this process; a missing driver is left to them."""
     try:
         ctypes.CDLL("libcuda.so.1").cuInit(0)
-    except (OSError, AttributeError):
+    except OSError:
         pass
 
 
