@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
-from gpuhmm import _tophits, cluster, pipeline, seqdb
+from gpuhmm import _cudadriver, _tophits, cluster, pipeline, seqdb
 from gpuhmm.models import ModelsOnDisk, read_models
 from gpuhmm.options import SearchOptions
 from gpuhmm.cli import main
@@ -80,12 +80,17 @@ class _StandInCUDACluster(distributed.LocalCluster):
         spec = copy.deepcopy(self.new_spec)
         spec["options"]["env"] = {"CUDA_VISIBLE_DEVICES": ",".join(
             str((first + offset) % self.gpus) for offset in range(self.gpus))}
+        # dask-cuda's CUDA-context preload (dask_cuda is not installed here: a worker left
+        # with it fails to start).
+        spec["options"]["preload"] = [cluster.CONTEXT_PRELOAD]
+        spec["options"]["preload_argv"] = [cluster.CONTEXT_PRELOAD_ARGUMENT]
         return {first: spec}
 
 
 def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu(monkeypatch):
     """dask-cuda's workers start from the fork server with gpuhmm's engine already imported
-    (spawned, they would not have imported it), and each sees only its own GPU."""
+    (spawned, they would not have imported it), each sees only its own GPU, and none creates
+    its CUDA context before it joins the cluster."""
     stand_in = types.ModuleType("dask_cuda")
     stand_in.LocalCUDACluster = _StandInCUDACluster
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
@@ -94,40 +99,61 @@ def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu
         # A call of its own, after the check: unpickling a function that names `pipeline` imports it.
         named = executor.client().run(lambda: (pipeline._worker_name(), os.getpid()))
         visible = executor.client().run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        preloads = executor.client().run(lambda dask_worker: [preload.name for preload in dask_worker.preloads])
     assert list(imported.values()) == [True, True]
     # The run summary tells the forked workers apart: each task names its own process.
     assert len({name for name, _ in named.values()}) == 2
     assert all(name.endswith(f":{pid}") for name, pid in named.values())
     assert sorted(visible.values()) == ["0", "1"]
+    assert list(preloads.values()) == [[], []]
 
 
-@pytest.mark.parametrize("gpus, opened", [(0, []), (1, [("libcuda.so.1", 0)]), (2, [("libcuda.so.1", 0)])])
+class _StandInDriver:
+    """libcuda through ctypes: records the calls, and fails the one named in `failing`."""
+
+    def __init__(self, calls, failing=None):
+        self.calls, self.failing = calls, failing
+
+    def __getattr__(self, name):
+        def call(*arguments):
+            self.calls.append(name)
+            return 100 if name == self.failing else 0  # 100: CUDA_ERROR_NO_DEVICE
+
+        return call
+
+
+@pytest.mark.parametrize("gpus, opened", [(0, []), (1, ["cuInit"]), (2, ["cuInit"])])
 def test_an_executor_of_local_gpus_opens_the_cuda_driver_as_it_starts(monkeypatch, gpus, opened):
     """The driver is opened (cuInit) before the cluster starts, so that the workers find their
-    GPUs set up; a CPU cluster leaves it alone, and a machine without the driver is no error."""
+    GPUs set up; a CPU cluster leaves it alone."""
     calls = []
-
-    class Driver:
-        def __init__(self, name):
-            self.name = name
-
-        def cuInit(self, flags):
-            calls.append((self.name, flags))
-
     monkeypatch.setattr(cluster, "_start_worker_forkserver", lambda: None)
     monkeypatch.setattr(cluster.DaskExecutor, "_start", lambda self: None)
-    monkeypatch.setattr(cluster.ctypes, "CDLL", Driver)
+    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(calls))
     cluster.DaskExecutor(workers=2, gpus=gpus)._starting.join()
     for thread in threading.enumerate():
         if thread.name == "gpuhmm-cuda-driver":
             thread.join()
     assert calls == opened
 
+
+@pytest.mark.parametrize("failing, calls, retained", [
+    (None, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"], True),
+    ("cuInit", ["cuInit"], False),
+    ("cuDeviceGet", ["cuInit", "cuDeviceGet"], False),
+])
+def test_cuda_starts_through_the_driver_and_leaves_its_failures_to_cupy(monkeypatch, failing, calls, retained):
+    made = []
+    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(made, failing))
+    assert _cudadriver.retain_primary_context() is retained
+    assert made == calls
+
     def no_driver(name):
         raise OSError(f"{name}: cannot open shared object file")
 
-    monkeypatch.setattr(cluster.ctypes, "CDLL", no_driver)
-    assert cluster._open_cuda_driver() is None
+    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", no_driver)
+    assert _cudadriver.open_driver() is False
+    assert _cudadriver.retain_primary_context() is False
 
 
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():

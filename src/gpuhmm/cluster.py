@@ -12,7 +12,6 @@ prefer, so that it is loaded once and stays resident there.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib.util
 import logging
@@ -23,6 +22,7 @@ import subprocess
 import threading
 import time
 
+from . import _cudadriver
 from .errors import GpuhmmError
 
 log = logging.getLogger("gpuhmm")
@@ -52,6 +52,9 @@ NO_STEALING = {"distributed.scheduler.work-stealing": False}
 #: (`_start_worker_forkserver`), not spawned to import them each after the cluster starts.
 WORKER_PRELOAD = ("distributed", "dask_cuda", "gpuhmm.pipeline", "cupy")
 FORKED_WORKERS = {"distributed.worker.multiprocessing-method": "forkserver"}
+
+#: dask-cuda's worker preload that creates the worker's CUDA context as it starts (`_own_gpu_only`).
+CONTEXT_PRELOAD, CONTEXT_PRELOAD_ARGUMENT = "dask_cuda.initialize", "--create-cuda-context"
 
 
 def local_gpus(backend):
@@ -113,34 +116,29 @@ def _start_worker_forkserver():
     multiprocessing.forkserver.ensure_running()
 
 
-def _open_cuda_driver():
-    """Initialize the CUDA driver in this process (cuInit: no context, no memory) and keep it
-    open while the process lives. Without persistence mode, the driver sets a GPU up when the
-    first process opens it and tears it down when the last one closes it: in a trace on 4 ×
-    H200, the workers' CUDA start took 1.8 s where no other process held the GPUs and 0.85 s
-    where this one did. ctypes lets go of the interpreter lock during the call, so the thread
-    this runs in does not slow this process's imports. The workers are forked from the fork
-    server, which never starts CUDA, not from this process; a missing driver is left to them."""
-    try:
-        ctypes.CDLL("libcuda.so.1").cuInit(0)
-    except OSError:
-        pass
-
-
 def _own_gpu_only(local_cuda_cluster):
-    """dask-cuda's LocalCUDACluster, with each worker shown its own GPU only.
+    """dask-cuda's LocalCUDACluster, with each worker shown its own GPU only, and left to start
+    CUDA in its own time.
 
     dask-cuda shows every worker all the GPUs, its own first, for transfers between GPUs
     (which gpuhmm does not make), and CUDA then sets up all of them in every worker. With 4
     processes starting CUDA at once on 4 × H200, each took 1.1 to 1.8 s shown every GPU and
-    0.8 to 1.2 s shown its own; the cluster waits for the slowest worker."""
+    0.8 to 1.2 s shown its own; the cluster waits for the slowest worker.
+
+    dask-cuda's preload also creates each worker's CUDA context before the worker joins the
+    cluster (for TCP, its comment says, the moment does not matter). The search cannot begin
+    until every worker has joined; without the preload, each worker starts CUDA as the search
+    begins, off its interpreter lock (`gpu.device_count`), while it reads the models."""
 
     class OwnGpuOnly(local_cuda_cluster):
         def new_worker_spec(self):
             specs = super().new_worker_spec()
             for spec in specs.values():
-                environment = spec["options"]["env"]
+                options = spec["options"]
+                environment = options["env"]
                 environment["CUDA_VISIBLE_DEVICES"] = str(environment["CUDA_VISIBLE_DEVICES"]).split(",")[0]
+                options["preload"] = [name for name in options.get("preload", []) if name != CONTEXT_PRELOAD]
+                options["preload_argv"] = [word for word in options.get("preload_argv", []) if word != CONTEXT_PRELOAD_ARGUMENT]
             return specs
 
     return OwnGpuOnly
@@ -164,7 +162,11 @@ class DaskExecutor:
         self._closing_lock = threading.Lock()
         self._asked_at = time.perf_counter()
         if self.gpus:
-            threading.Thread(target=_open_cuda_driver, name="gpuhmm-cuda-driver", daemon=True).start()
+            # Without persistence mode, the driver sets a GPU up when the first process opens it
+            # and tears it down when the last one closes it: in a trace on 4 × H200, the workers'
+            # CUDA start took 1.8 s where no other process held the GPUs and 0.85 s where this
+            # one did. The workers are forked from the fork server, which never starts CUDA.
+            threading.Thread(target=_cudadriver.open_driver, name="gpuhmm-cuda-driver", daemon=True).start()
         if self.gpus > 1:
             _start_worker_forkserver()
         self._starting = threading.Thread(target=self._start, name="gpuhmm-cluster-start", daemon=True)

@@ -275,10 +275,11 @@ class SharedContext:
 
 def run_task(task, shared):
     """Runs on a worker: one model group against one resident database shard."""
-    database, arguments, backend = shared.database, shared.arguments, shared.backend
-    models = [shared.models[position] for position in task.positions]
     started, started_at = time.perf_counter(), time.time()
+    database, arguments, backend = shared.database, shared.arguments, shared.backend
+    # The shard first: a worker's first tasks load it while `prepare_worker` reads the models.
     shard = resident_shards.get(database, task.shard, backend)
+    models = [shared.models[position] for position in task.positions]
     pipeline = _thread_pipeline(database.alphabet, arguments)
     filtered = None
     stage_seconds = {}

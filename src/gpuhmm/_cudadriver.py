@@ -1,0 +1,37 @@
+"""CUDA's driver library called through ctypes, for starting CUDA off the interpreter lock.
+
+ctypes lets go of the lock for as long as a foreign call runs; CuPy's runtime calls keep it.
+Starting CUDA takes about a second (its driver sets a GPU up for the first process to open it,
+then the GPU's context), so a process that starts CUDA through CuPy stops its other threads
+for that long. Both functions leave a missing or failing driver to CuPy's own calls, which
+report it in full.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+
+def _driver():
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def open_driver():
+    """Initialize the driver (cuInit: no context, no memory); whether it did. The driver stays
+    initialized, and each GPU set up, while the process lives."""
+    driver = _driver()
+    return driver is not None and driver.cuInit(0) == 0
+
+
+def retain_primary_context(ordinal=0):
+    """Initialize the driver and retain device `ordinal`'s primary context, the one CUDA's
+    runtime (and so CuPy) works in; whether it did. Retained, it stays while the process lives."""
+    driver = _driver()
+    if driver is None or driver.cuInit(0) != 0:
+        return False
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    return (driver.cuDeviceGet(ctypes.byref(device), ordinal) == 0
+            and driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0)
