@@ -12,7 +12,6 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
 from gpuhmm import pipeline, prefilter
 from gpuhmm.cli import main
-from gpuhmm.cluster import NO_STEALING
 
 CASES = golden_cases()
 RUNS = golden_runs()
@@ -102,15 +101,15 @@ class DieOnce(WorkerPlugin):
             os._exit(9)
 
 
-@pytest.mark.parametrize("stealing", [True, False], ids=["stealing", "no-stealing (GPU workers)"])
+@pytest.mark.parametrize("stealing", [True, False], ids=["stealing", "no-stealing (a scheduler so set)"])
 def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
     """Tasks prefer their shard's home worker; when it dies, they go elsewhere, with or without
-    Dask's work stealing (off for the GPU workers started here: `cluster.NO_STEALING`)."""
+    Dask's work stealing (a `--scheduler` cluster's configuration may turn it off)."""
     import dask
     import distributed
 
     marker = tmp_path / "died"
-    with dask.config.set({} if stealing else NO_STEALING), \
+    with dask.config.set({"distributed.scheduler.work-stealing": stealing}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                      silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
