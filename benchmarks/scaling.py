@@ -9,10 +9,7 @@ Run on the multi-GPU machine, from the repository root (hmmemit on PATH):
    background sequences; all from `--seed`), `--residues` of them, written as FASTA and made
    into a `gpuhmm makedb` directory of `--db-shards` shards, as a user prepares a database
    once and searches it many times (neither step is in the timings).
-2. Warm-up: one search, on one GPU, of every WARMUP_EVERY-th sequence of the database, so that
-   the kernels the measured runs load are compiled and on disk before them (a warm-up on the
-   proteome alone left some to the first measured run; a database made before the sample was
-   written falls back to the proteome).
+2. Warm-up: one search of the proteome, so that NVRTC's kernels are in CuPy's disk cache.
 3. For every count g of `--gpus`: `python -m gpuhmm search --backend gpu --cpu N` on the
    database with CUDA_VISIBLE_DEVICES naming the first g GPUs (one GPU: the in-process
    worker; more: one dask-cuda worker per GPU, N/g threads each), timed from files to the
@@ -44,10 +41,6 @@ from benchdb import make_database, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import compare_tables  # noqa: E402
 from endtoend import (default_threads, gpu_name, gpu_tag, open_models, read_summary, run_timed,  # noqa: E402
                       table_flags, table_paths)
-
-
-#: The warm-up searches every this-many-th sequence of the database (1 %).
-WARMUP_EVERY = 100
 
 
 def log(message):
@@ -137,7 +130,6 @@ def main(argv=None):
         residues, offsets, names = make_database(int(args.residues), args.proteome, models_path, seed=args.seed,
                                                  at_least=True, fast=True)
         write_fasta(work / "db.faa", residues, offsets, names)
-        write_fasta(work / "warmup.faa", residues, offsets, names, indices=range(0, len(names), WARMUP_EVERY))
         result.update(residues=int(offsets[-1]), sequences=len(names))
         del residues, offsets, names
         run_timed([sys.executable, "-m", "gpuhmm", "makedb", str(work / "db.faa"), str(work / "db"),
@@ -150,9 +142,8 @@ def main(argv=None):
     log(f"{result['models']} models; database of {result['residues']} residues in {args.db_shards} shards "
         f"({result['database_s']} s)")
 
-    warmup_input = work / "warmup.faa" if (work / "warmup.faa").exists() else args.proteome
     warm = [sys.executable, "-m", "gpuhmm", "search", "--backend", args.backend, "--cpu", str(args.threads),
-            "--tblout", str(work / "warmup.txt"), str(models_path), str(warmup_input)]
+            "--tblout", str(work / "warmup.txt"), str(models_path), str(args.proteome)]
     result["compile_warmup_s"] = round(run_timed(warm, work / "warmup.log", dict(env, CUDA_VISIBLE_DEVICES="0")), 1)
     log(f"warm-up: {result['compile_warmup_s']} s")
 

@@ -12,6 +12,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
 from gpuhmm import pipeline, prefilter
 from gpuhmm.cli import main
+from gpuhmm.cluster import NO_STEALING
 
 CASES = golden_cases()
 RUNS = golden_runs()
@@ -101,15 +102,15 @@ class DieOnce(WorkerPlugin):
             os._exit(9)
 
 
-@pytest.mark.parametrize("stealing", [True, False], ids=["stealing", "no-stealing (a scheduler so set)"])
+@pytest.mark.parametrize("stealing", [True, False], ids=["stealing", "no-stealing (GPU workers)"])
 def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
     """Tasks prefer their shard's home worker; when it dies, they go elsewhere, with or without
-    Dask's work stealing (a `--scheduler` cluster's configuration may turn it off)."""
+    Dask's work stealing (off for the GPU workers started here: `cluster.NO_STEALING`)."""
     import dask
     import distributed
 
     marker = tmp_path / "died"
-    with dask.config.set({"distributed.scheduler.work-stealing": stealing}), \
+    with dask.config.set({} if stealing else NO_STEALING), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                      silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:

@@ -40,6 +40,12 @@ QUIET_WORKER = {
     "distributed.worker.memory.monitor-interval": "1s",
 }
 
+#: A GPU worker holds its database shards resident, and every task prefers its shard's home.
+#: A task stolen by another worker makes that one load the shard (seconds, and memory) for
+#: work of about the same length, so the GPU workers' scheduler does not steal. A lost
+#: worker's tasks still go elsewhere: their preference is loose.
+NO_STEALING = {"distributed.scheduler.work-stealing": False}
+
 #: What a GPU worker process imports before it can work: Dask's worker, dask-cuda, and
 #: gpuhmm's engine with CuPy (importing CuPy does not start CUDA, so a forked process still can).
 #: dask-cuda's workers are forked from multiprocessing's fork server with these imported
@@ -187,6 +193,7 @@ class DaskExecutor:
                 except ImportError as error:
                     raise GpuhmmError("dask_cuda", f"{self.gpus} GPUs need it for their workers ({error}); "
                                       "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU") from error
+                dask.config.set(NO_STEALING)
                 with dask.config.set(FORKED_WORKERS):
                     self._cluster = _own_gpu_only(LocalCUDACluster)(
                         n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common)
@@ -243,10 +250,8 @@ class DaskExecutor:
         """Yield function(item, shared) for every item as it completes; `cells` weighs progress
         and `shards` names each item's database shard: with as many shards as workers or more,
         shard s's items prefer worker s mod workers. The preference is loose: a lost worker's
-        items go elsewhere, and Dask's work stealing gives a worker that has run out of items
-        some of a busier one's, loading their shard (about a second). Identical shares of the
-        work ended up to 2.6 s apart on 4 × H200 without it and 0.9 s with it: the workers'
-        speeds differ from run to run, whichever GPU and shards they have. `shared`
+        items go elsewhere, and a scheduler that steals work (not ours for GPU workers,
+        `NO_STEALING`) may give them to an idle worker, which then loads the shard. `shared`
         (the models and options every item needs) is sent to every worker once, not with each
         item: serializing it per item cost seconds per hundred tasks."""
         import distributed
