@@ -182,6 +182,13 @@ def test_shards_are_balanced_and_sorted_longest_first(tmp_path):
     assert sum(residues) == database.residues
 
 
+def test_each_sequence_goes_to_the_shard_with_fewest_residues_ties_to_the_first():
+    """The rule that decides a database's shards (and so their checksums), whatever the version
+    that made them: in file order, to the lightest shard, an empty sequence counting one."""
+    shards = seqdb._balance_by_residues(np.array([5, 5, 3, 3, 0, 7]), 3)
+    assert [members.tolist() for members in shards] == [[0, 4], [1, 5], [2, 3]]
+
+
 def test_manifest_counts(tmp_path):
     makedb(PROTEINS, tmp_path / "db", 2)
     manifest = json.loads((tmp_path / "db" / "manifest.json").read_text())

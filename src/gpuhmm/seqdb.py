@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import gzip
 import hashlib
+import heapq
 import io
 import json
 import os
@@ -567,12 +568,12 @@ def _balance_by_residues(lengths, shards):
     far. Streaming-friendly, and within one sequence length of the ideal balance."""
     if shards == 1:
         return [np.arange(len(lengths))]
-    load = [0] * shards
+    lightest = [(0, shard) for shard in range(shards)]  # a heap: (residues, shard), ties to the lower shard
     members = [[] for _ in range(shards)]
     for position, length in enumerate(lengths.tolist()):
-        target = load.index(min(load))
+        load, target = lightest[0]
         members[target].append(position)
-        load[target] += max(length, 1)
+        heapq.heapreplace(lightest, (load + max(length, 1), target))
     return [np.array(positions, dtype=np.int64) for positions in members]
 
 
