@@ -189,6 +189,18 @@ def test_each_sequence_goes_to_the_shard_with_fewest_residues_ties_to_the_first(
     assert [members.tolist() for members in shards] == [[0, 4], [1, 5], [2, 3]]
 
 
+def test_a_loaded_shards_names_are_decoded_as_asked_for_and_read_as_a_list(tmp_path):
+    database = makedb(PROTEINS, tmp_path / "db", 1)
+    names = database.load_shard(0).names
+    assert isinstance(names, seqdb._PackedText)
+    assert list(names) == [names[i] for i in range(len(names))]
+    assert sorted(names) == sorted(name for name, _, _ in _easel_records(PROTEINS))
+    assert names[-1] == names[len(names) - 1]
+    with pytest.raises(IndexError):
+        names[len(names)]
+    assert list(pickle.loads(pickle.dumps(names))) == list(names)
+
+
 def test_manifest_counts(tmp_path):
     makedb(PROTEINS, tmp_path / "db", 2)
     manifest = json.loads((tmp_path / "db" / "manifest.json").read_text())
