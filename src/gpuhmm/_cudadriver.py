@@ -26,12 +26,13 @@ def open_driver():
     return driver is not None and driver.cuInit(0) == 0
 
 
-def retain_primary_context(ordinal=0):
-    """Initialize the driver and retain device `ordinal`'s primary context, the one CUDA's
-    runtime (and so CuPy) works in; whether it did. Retained, it stays while the process lives."""
+def retain_primary_context():
+    """Initialize the driver and retain the primary context of the first GPU it shows this
+    process, the context CUDA's runtime (and so CuPy) works in; whether it did. Retained, it
+    stays while the process lives."""
     driver = _driver()
     if driver is None or driver.cuInit(0) != 0:
         return False
     device, context = ctypes.c_int(), ctypes.c_void_p()
-    return (driver.cuDeviceGet(ctypes.byref(device), ordinal) == 0
+    return (driver.cuDeviceGet(ctypes.byref(device), 0) == 0
             and driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0)

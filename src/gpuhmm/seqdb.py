@@ -640,5 +640,3 @@ class _PackedText(collections.abc.Sequence):
     def __iter__(self):
         data, offsets = self._data, self._offsets
         return (data[start:end].decode() for start, end in zip(offsets[:-1], offsets[1:]))
-
-
