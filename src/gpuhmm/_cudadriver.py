@@ -12,26 +12,27 @@ from __future__ import annotations
 import ctypes
 
 
-def _driver():
+def _initialized_driver():
+    """The driver library with cuInit done (no context, no memory), or None."""
     try:
-        return ctypes.CDLL("libcuda.so.1")
+        driver = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
+    return driver if driver.cuInit(0) == 0 else None
 
 
 def open_driver():
-    """Initialize the driver (cuInit: no context, no memory); whether it did. The driver stays
-    initialized, and each GPU set up, while the process lives."""
-    driver = _driver()
-    return driver is not None and driver.cuInit(0) == 0
+    """Initialize the driver; whether it did. The driver stays initialized, and each GPU set
+    up, while the process lives."""
+    return _initialized_driver() is not None
 
 
 def retain_primary_context():
     """Initialize the driver and retain the primary context of the first GPU it shows this
     process, the context CUDA's runtime (and so CuPy) works in; whether it did. Retained, it
     stays while the process lives."""
-    driver = _driver()
-    if driver is None or driver.cuInit(0) != 0:
+    driver = _initialized_driver()
+    if driver is None:
         return False
     device, context = ctypes.c_int(), ctypes.c_void_p()
     return (driver.cuDeviceGet(ctypes.byref(device), 0) == 0

@@ -403,7 +403,7 @@ class _ResidentShard:
         with self._lazy_lock:
             if self._positions is None:
                 self._positions = {}
-                names, lengths = list(self._shard.names), self._shard.lengths.tolist()
+                names, lengths = self._shard.names, self._shard.lengths.tolist()
                 source_index = self._shard.source_index.tolist()
                 for index in self._file_order.tolist():
                     self._positions.setdefault((names[index], lengths[index]), source_index[index] + 1)
