@@ -51,9 +51,14 @@ def background_residues(rng, frequencies, count, lookup_bits=20, chunk=1 << 24):
     return out
 
 
-def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_model=2, *,
+#: `hmmemit` samples of every model in a database (`make_database`).
+EMIT_PER_MODEL = 2
+
+
+def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_model=EMIT_PER_MODEL, *,
                   at_least=False, fast=False):
-    """Returns (digital residues end to end as uint8, offsets int64, names).
+    """Returns (digital residues end to end as uint8, offsets int64, names): the proteome's
+    sequences, then `emit_per_model` samples of each model, then the background.
 
     By default (as the kernel benchmark uses it) the total may fall short of `residues` by
     part of a sequence. `at_least=True` draws background lengths until the total reaches
@@ -86,6 +91,12 @@ def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     names = [f"bench{index}" for index in range(len(lengths))]
     return np.concatenate(pieces), offsets, names
+
+
+def homolog_count(proteome_path, models, emit_per_model=EMIT_PER_MODEL):
+    """How many sequences open a `make_database` database before its background: the proteome's
+    and the `hmmemit` samples of `models` models."""
+    return len(read_digital(proteome_path, pyhmmer.easel.Alphabet.amino())) + emit_per_model * models
 
 
 def write_fasta(path, residues, offsets, names, indices=None, alphabet=None):
