@@ -12,7 +12,8 @@ Run on the multi-GPU machine, from the repository root (hmmemit on PATH):
 2. Warm-up: one search of the database's homologs (the proteome and the `hmmemit` samples), so
    that NVRTC has compiled every kernel the searches run into the disk cache. Vit32's kernels
    run only for pairs that Vit16 cannot vouch for, true hits: a warm-up on the proteome alone
-   left 16 of them to compile in the first measured run.
+   left 16 of them to compile in the first measured run. Then the same search on the largest
+   count of GPUs, so that the first timed cluster is not the machine's first.
 3. For every count g of `--gpus`: `python -m gpuhmm search --backend gpu --cpu N` on the
    database with CUDA_VISIBLE_DEVICES naming the first g GPUs (one GPU: the in-process
    worker; more: one dask-cuda worker per GPU, N/g threads each), timed from files to the
@@ -154,6 +155,12 @@ def main(argv=None):
             "--tblout", str(work / "warmup.txt"), str(models_path), str(work / "warmup.faa")]
     result["compile_warmup_s"] = round(run_timed(warm, work / "warmup.log", dict(env, CUDA_VISIBLE_DEVICES="0")), 1)
     log(f"warm-up: {result['compile_warmup_s']} s")
+    if max(args.gpus, default=1) > 1:
+        # The first dask-cuda cluster of a machine pays once for what later ones do not
+        # (Python caching the bytecode of dask-cuda's and Dask's worker modules, say).
+        everyone = ",".join(str(device) for device in range(max(args.gpus)))
+        seconds = run_timed(warm, work / "warmup-cluster.log", dict(env, CUDA_VISIBLE_DEVICES=everyone))
+        log(f"warm-up on GPUs {everyone}: {seconds:.1f} s")
 
     for gpus in args.gpus:
         tables = table_paths(work / f"gpus-{gpus}")
