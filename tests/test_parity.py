@@ -93,22 +93,6 @@ def test_a_share_of_a_workers_threads_runs_gpu_stages_at_once(tmp_path, monkeypa
     assert engine.most == round(pipeline.GPU_PHASE_SHARE * 4) == 3
 
 
-def test_a_tasks_models_pass_the_gpu_filters_a_chunk_at_a_time(tmp_path, reference_gpu, monkeypatch):
-    """A task filters MODELS_PER_GPU_PHASE of its models at a time, each chunk's tails between
-    (here 2 of a task's 26 models, with one model shard). The tables stay hmmsearch's."""
-    filtered = []
-    filter_in_batches = pipeline._filter_in_batches
-
-    def counting(shard, models, *rest):
-        filtered.append(len(models))
-        return filter_in_batches(shard, models, *rest)
-
-    monkeypatch.setattr(pipeline, "MODELS_PER_GPU_PHASE", 2)
-    monkeypatch.setattr(pipeline, "_filter_in_batches", counting)
-    _assert_goldens(_search(tmp_path, "heldout", "defaults", 2, 1, backend="gpu"), "heldout", "defaults")
-    assert max(filtered) == 2 and len(filtered) > 2
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])
 def test_gpu_backend_identical_to_hmmsearch(tmp_path, run, case):

@@ -279,34 +279,31 @@ def run_task(task, shared):
     database, arguments, backend = shared.database, shared.arguments, shared.backend
     # The shard first: a worker's first tasks load it while `prepare_worker` reads the models.
     shard = resident_shards.get(database, task.shard, backend)
+    models = [shared.models[position] for position in task.positions]
     pipeline = _thread_pipeline(database.alphabet, arguments)
-    gpu_filters = backend == "gpu" and arguments["F1"] < 1.0
+    filtered = None
     stage_seconds = {}
+    if backend == "gpu" and arguments["F1"] < 1.0:
+        with _gpu_phases or contextlib.nullcontext():
+            prepared = _filter_models(shared.search_key, task.positions, models)
+            filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
     hits, counts = [], {}
-    for start in range(0, len(task.positions), MODELS_PER_GPU_PHASE):
-        positions = task.positions[start:start + MODELS_PER_GPU_PHASE]
-        models = [shared.models[position] for position in positions]
-        filtered = None
-        if gpu_filters:
-            with _gpu_phases or contextlib.nullcontext():
-                prepared = _filter_models(shared.search_key, positions, models)
-                filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
-        for index, model in enumerate(models):
-            if filtered is None:
-                found = pipeline.search_hmm(model, shard.block)
-            else:
-                survivors, known, uncounted = filtered[index]
-                started_tail, started_cpu = time.perf_counter(), time.thread_time()
-                found = _tophits.counting_whole_shard(
-                    pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, known, uncounted)
-                stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
-                # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
-                stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
-            kept, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
-            pipeline.clear()
-            hits.append(kept)
-            for name, count in model_counts.items():
-                counts[name] = counts.get(name, 0) + count
+    for index, model in enumerate(models):
+        if filtered is None:
+            found = pipeline.search_hmm(model, shard.block)
+        else:
+            survivors, known, uncounted = filtered[index]
+            started_tail, started_cpu = time.perf_counter(), time.thread_time()
+            found = _tophits.counting_whole_shard(
+                pipeline.search_hmm(model, shard.subset(survivors)), shard.sequences, shard.residues, known, uncounted)
+            stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
+            # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
+            stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
+        kept, model_counts = _tophits.as_hmmsearch_keeps(found, shard.file_position)
+        pipeline.clear()
+        hits.append(kept)
+        for name, count in model_counts.items():
+            counts[name] = counts.get(name, 0) + count
     return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
                       _worker_name(), (started_at, time.time()))
 
@@ -600,13 +597,6 @@ resident_shards = ResidentShards()
 #: of them left for tails, tasks fall out of step: 0.3 to 1.4 s less (10 to 13 of 16 threads
 #: alike; `benchmarks/results/pipeline-diagnostics-h100.json`).
 GPU_PHASE_SHARE = 0.75
-
-#: A task takes its models through the GPU filters and then their pyhmmer tails this many at a
-#: time, not all at once. A worker's threads start their first tasks together, and tasks of one
-#: model group are alike: filtered whole, they all left the GPU at once for tails of several
-#: seconds. On 4 × H200 (6 G residues, first tasks of 1354 models) the GPUs were 35 to 66 %
-#: busy from 30 to 60 s in; in chunks, a thread's tails last a chunk's and threads drift apart.
-MODELS_PER_GPU_PHASE = 128
 _gpu_phases = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
 
 
