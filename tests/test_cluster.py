@@ -61,6 +61,9 @@ def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
     # Each shard's tasks went to its home worker: both workers searched, every task counted once.
     assert len(summary["workers"]) == 2
     assert sum(worker["tasks"] for worker in summary["workers"].values()) == summary["tasks"]
+    # A task's time on its thread's CPU is within its time (each sum rounded per task).
+    for worker in summary["workers"].values():
+        assert 0 < worker["busy_cpu_s"] <= worker["busy_s"] + 0.001 * worker["tasks"]
     for kind in TABLES:
         assert_tables_equal(outputs[kind], GOLDEN / f"proteins.defaults.{kind}")
 

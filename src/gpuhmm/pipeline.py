@@ -48,6 +48,7 @@ class TaskResult:
     task: SearchTask
     hits: tuple  # per position in task.positions: its kept hits' state (`_tophits.as_hmmsearch_keeps`)
     seconds: float
+    cpu_seconds: float  # the task's thread on a CPU: beside `seconds`, how long it waited (GPU, GIL, cores)
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
     worker: str  # host:process id
@@ -149,16 +150,18 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
         result.task_seconds += outcome.seconds
         result.cells += outcome.task.cells
         first, last = (round(moment - started_at, 3) for moment in outcome.span)
-        worker = result.workers.setdefault(outcome.worker, {"tasks": 0, "busy_s": 0.0, "first_start_s": first, "last_end_s": last})
+        worker = result.workers.setdefault(
+            outcome.worker, {"tasks": 0, "busy_s": 0.0, "busy_cpu_s": 0.0, "first_start_s": first, "last_end_s": last})
         worker["tasks"] += 1
         worker["busy_s"] = round(worker["busy_s"] + outcome.seconds, 3)
+        worker["busy_cpu_s"] = round(worker["busy_cpu_s"] + outcome.cpu_seconds, 3)
         worker["first_start_s"] = min(worker["first_start_s"], first)
         worker["last_end_s"] = max(worker["last_end_s"], last)
     result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
     result.wall_seconds = time.perf_counter() - started
     for name, worker in sorted(result.workers.items()):
-        log.info("worker %s: %d tasks, first started at %.1fs, last ended at %.1fs, %.0f task-seconds",
-                 name, worker["tasks"], worker["first_start_s"], worker["last_end_s"], worker["busy_s"])
+        log.info("worker %s: %d tasks, first started at %.1fs, last ended at %.1fs, %.0f task-seconds (%.0f on a CPU)",
+                 name, worker["tasks"], worker["first_start_s"], worker["last_end_s"], worker["busy_s"], worker["busy_cpu_s"])
     return result
 
 
@@ -275,7 +278,7 @@ class SharedContext:
 
 def run_task(task, shared):
     """Runs on a worker: one model group against one resident database shard."""
-    started, started_at = time.perf_counter(), time.time()
+    started, started_at, started_cpu_task = time.perf_counter(), time.time(), time.thread_time()
     database, arguments, backend = shared.database, shared.arguments, shared.backend
     # The shard first: a worker's first tasks load it while `prepare_worker` reads the models.
     shard = resident_shards.get(database, task.shard, backend)
@@ -304,7 +307,8 @@ def run_task(task, shared):
         hits.append(kept)
         for name, count in model_counts.items():
             counts[name] = counts.get(name, 0) + count
-    return TaskResult(task, tuple(hits), time.perf_counter() - started, counts, stage_seconds,
+    cpu_seconds = time.thread_time() - started_cpu_task
+    return TaskResult(task, tuple(hits), time.perf_counter() - started, cpu_seconds, counts, stage_seconds,
                       _worker_name(), (started_at, time.time()))
 
 
