@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import pickle
 
@@ -201,6 +202,39 @@ def test_a_loaded_shards_names_are_decoded_as_asked_for_and_read_as_a_list(tmp_p
     assert list(pickle.loads(pickle.dumps(names))) == list(names)
 
 
+def _first_positions_by_dictionary(shard):
+    """The reference: a dictionary of (name, length) → 1-based position of its first sequence."""
+    positions = {}
+    for index in np.argsort(shard.source_index, kind="stable").tolist():
+        positions.setdefault((shard.names[index], int(shard.lengths[index])), int(shard.source_index[index]) + 1)
+    return positions
+
+
+def test_first_positions_agree_with_a_dictionary_of_every_name_and_length(tmp_path):
+    fasta = tmp_path / "duplicates.faa"
+    # Repeated names, with the same length and with another; a name that is a prefix of another.
+    fasta.write_text(">a\nACDE\n>b\nAC\n>a\nACDE\n>a\nACD\n>ab\nACDE\n>b\nGG\n>c d\nW\n")
+    for shards in (1, 2):
+        database = makedb(fasta, tmp_path / f"db{shards}", shards, alphabet="amino")
+        in_memory = makedb(fasta, None, shards, alphabet="amino")
+        for index in range(shards):
+            for shard in (database.load_shard(index), in_memory.load_shard(index)):
+                index_of_shard = seqdb.FirstPositions(shard)
+                expected = _first_positions_by_dictionary(shard)
+                assert {pair: index_of_shard.find(*pair) for pair in expected} == expected
+                with pytest.raises(KeyError):
+                    index_of_shard.find("a", 99)
+
+
+def test_first_positions_of_colliding_hashes_still_come_from_the_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(seqdb.FirstPositions, "_PRIME", 0)  # every name hashes alike: only lengths differ
+    database = makedb(PROTEINS, tmp_path / "db", 1)
+    shard = database.load_shard(0)
+    expected = _first_positions_by_dictionary(shard)
+    index_of_shard = seqdb.FirstPositions(shard)
+    assert {pair: index_of_shard.find(*pair) for pair in list(expected)[:50]} == dict(list(expected.items())[:50])
+
+
 def test_manifest_counts(tmp_path):
     makedb(PROTEINS, tmp_path / "db", 2)
     manifest = json.loads((tmp_path / "db" / "manifest.json").read_text())
@@ -219,6 +253,32 @@ def test_stale_shard_is_refused(tmp_path):
     with pytest.raises(GpuhmmError, match="stale or damaged"):
         database.load_shard(0)
     database.load_shard(1)
+
+
+def test_a_loaded_shard_views_the_arrays_numpy_reads_from_its_file(tmp_path):
+    database = makedb(PROTEINS, tmp_path / "db", 2)
+    shard = database.load_shard(1)
+    loaded = {"residues": shard.residues, "offsets": shard.offsets, "source_index": shard.source_index,
+              "names": shard.names._data, "name_offsets": shard.names._offsets,
+              "descriptions": shard.descriptions._data, "description_offsets": shard.descriptions._offsets}
+    with np.load(tmp_path / "db" / database.shards[1].file) as stored:
+        assert sorted(stored.files) == sorted(loaded)
+        for name, array in loaded.items():
+            assert array.dtype == stored[name].dtype and np.array_equal(array, stored[name]), name
+
+
+def test_a_shard_compressed_by_another_writer_is_refused_by_name(tmp_path):
+    database = makedb(PROTEINS, tmp_path / "db", 1)
+    path = tmp_path / "db" / database.shards[0].file
+    with np.load(path) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    np.savez_compressed(path, **arrays)
+    manifest_path = tmp_path / "db" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["shards"][0]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(GpuhmmError, match=r"shard-0000.npz.*not a database shard as `gpuhmm makedb` writes"):
+        SequenceDatabase.open(tmp_path / "db").load_shard(0)
 
 
 def test_more_shards_than_sequences(tmp_path):

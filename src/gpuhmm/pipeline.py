@@ -28,7 +28,7 @@ import uuid
 import numpy as np
 import pyhmmer.plan7
 
-from . import _tophits, fwdfilter, msv, prefilter, shuffle, vitfilter
+from . import _tophits, fwdfilter, msv, prefilter, seqdb, shuffle, vitfilter
 from .errors import GpuhmmError
 from .models import ModelsOnDisk, balance_by_length, guided_groups, shortest_first
 
@@ -406,12 +406,8 @@ class _ResidentShard:
     def file_position(self, hit):
         with self._lazy_lock:
             if self._positions is None:
-                self._positions = {}
-                names, lengths = self._shard.names, self._shard.lengths.tolist()
-                source_index = self._shard.source_index.tolist()
-                for index in self._file_order.tolist():
-                    self._positions.setdefault((names[index], lengths[index]), source_index[index] + 1)
-        return self._positions[(hit.name, hit.length)]
+                self._positions = seqdb.FirstPositions(self._shard)
+        return self._positions.find(hit.name, hit.length)
 
     def filter(self, models, arguments, timings):
         """Per model (FilterModels): the block positions (file order) of the sequences past the

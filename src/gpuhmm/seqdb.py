@@ -26,6 +26,7 @@ import hashlib
 import heapq
 import io
 import json
+import operator
 import os
 import pickle
 import re
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -149,12 +151,15 @@ class SequenceDatabase:
             return _held[info.sha256]
         shard_path = self.path / info.file
         try:
-            data = shard_path.read_bytes()
+            data = _read_whole(shard_path)
         except OSError as error:
             raise GpuhmmError(shard_path, f"cannot read database shard ({error.strerror})") from None
         if hashlib.sha256(data).hexdigest() != info.sha256:
             raise GpuhmmError(shard_path, "database shard does not match its manifest checksum (stale or damaged); rebuild with `gpuhmm makedb`")
-        return _decode_shard(data)
+        try:
+            return _decode_shard(data)
+        except ValueError as error:
+            raise GpuhmmError(shard_path, f"not a database shard as `gpuhmm makedb` writes them ({error})") from None
 
 
 def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
@@ -601,15 +606,78 @@ def _write_shard(path, shard):
     return _shard_info(path.name, shard.offsets, hashlib.sha256(data).hexdigest())
 
 
+def _read_whole(path):
+    """A file's bytes in a uint8 array, which the arrays of its shard then view (`_decode_shard`).
+    Unlike a bytearray's, its memory is not zeroed first, holding the interpreter lock."""
+    with open(path, "rb", buffering=0) as handle:
+        data = np.empty(os.fstat(handle.fileno()).st_size, dtype=np.uint8)
+        done = 0
+        while done < len(data):
+            count = handle.readinto(data[done:])
+            if not count:
+                break
+            done += count
+    return data[:done]  # a file that shrank since: the checksum then refuses it
+
+
 def _decode_shard(data):
-    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-        return SequenceShard(
-            residues=arrays["residues"],
-            offsets=arrays["offsets"],
-            names=_PackedText(arrays["names"], arrays["name_offsets"]),
-            descriptions=_PackedText(arrays["descriptions"], arrays["description_offsets"]),
-            source_index=arrays["source_index"],
-        )
+    """The shard in `data` (a shard file's bytes, as np.savez wrote them: each array stored
+    uncompressed), its arrays views of `data`. np.load would copy every array 256 KB at a time,
+    holding the interpreter lock: 0.15 to 0.2 s of a 150 M-residue shard, while a GPU worker's
+    first tasks wait for their shards. Arrays of 8-byte items are copied into aligned memory
+    (they are small: a few per sequence). Raises ValueError for any other layout."""
+    arrays = {}
+    with memoryview(data) as view, zipfile.ZipFile(_ReadOnlyView(view)) as archive:
+        for member in archive.infolist():
+            if member.compress_type != zipfile.ZIP_STORED or not member.filename.endswith(".npy"):
+                raise ValueError(f"member {member.filename} is not an uncompressed array")
+            signature, name_length, extra_length = struct.unpack_from("<4s22xHH", view, member.header_offset)
+            if signature != b"PK\x03\x04":
+                raise ValueError(f"member {member.filename} has no local header")
+            start = member.header_offset + 30 + name_length + extra_length
+            header = _ReadOnlyView(view[start:start + member.file_size])
+            version = np.lib.format.read_magic(header)
+            shape, fortran_order, dtype = (np.lib.format.read_array_header_1_0(header) if version == (1, 0)
+                                           else np.lib.format.read_array_header_2_0(header))
+            count = int(np.prod(shape))
+            if fortran_order or dtype.hasobject or header.tell() + count * dtype.itemsize > member.file_size:
+                raise ValueError(f"member {member.filename} is not a plain array")
+            array = np.frombuffer(data, dtype=dtype, count=count, offset=start + header.tell()).reshape(shape)
+            arrays[member.filename[:-len(".npy")]] = array if array.flags.aligned else array.copy()
+    return SequenceShard(
+        residues=arrays["residues"],
+        offsets=arrays["offsets"],
+        names=_PackedText(arrays["names"], arrays["name_offsets"]),
+        descriptions=_PackedText(arrays["descriptions"], arrays["description_offsets"]),
+        source_index=arrays["source_index"],
+    )
+
+
+class _ReadOnlyView(io.RawIOBase):
+    """A seekable file over a memoryview, without copying it: zipfile and numpy read only the
+    small headers through it."""
+
+    def __init__(self, view):
+        self._view, self._at = view, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._at = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence] + offset
+        return self._at
+
+    def tell(self):
+        return self._at
+
+    def readinto(self, buffer):
+        count = max(0, min(len(buffer), len(self._view) - self._at))
+        buffer[:count] = self._view[self._at:self._at + count]
+        self._at += count
+        return count
 
 
 def _pack(strings):
@@ -620,24 +688,83 @@ def _pack(strings):
 
 class _PackedText(collections.abc.Sequence):
     """Strings stored end to end (UTF-8) with their offsets, as a shard file keeps its names and
-    descriptions, decoded all at once on first use rather than as the shard loads: a GPU
-    worker's first tasks need only the residues, and its start waits for their shards. A shard
-    of 460,000 sequences decodes in 0.18 to 0.23 s so, against 0.54 to 0.66 s with its strings,
-    most of that holding the worker's interpreter lock."""
+    descriptions, each decoded when asked for. A GPU worker asks for those of its filters'
+    survivors only; decoding all 460,000 names of a shard took 0.18 to 0.23 s of its
+    interpreter lock, and every shard's first tasks asked for them as they left the GPU
+    together, while the lock was wanted most (4 × H200)."""
 
     def __init__(self, data, offsets):
         self._data, self._offsets = data, offsets
-
-    @functools.cached_property
-    def _strings(self):
-        raw, offsets = self._data.tobytes(), self._offsets.tolist()
-        return [raw[start:end].decode() for start, end in zip(offsets[:-1], offsets[1:])]
 
     def __len__(self):
         return len(self._offsets) - 1
 
     def __getitem__(self, index):
-        return self._strings[index]
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        position = operator.index(index)
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} strings")
+        return self._data[self._offsets[position]:self._offsets[position + 1]].tobytes().decode()
 
     def __iter__(self):
-        return iter(self._strings)
+        raw, offsets = self._data.tobytes(), self._offsets.tolist()
+        return (raw[start:end].decode() for start, end in zip(offsets[:-1], offsets[1:]))
+
+
+class FirstPositions:
+    """For a shard's (name, length) pairs, the 1-based file position of the first sequence with
+    that pair, found through a vectorized index: each name's 64-bit polynomial hash, with its
+    length, sorted. A Python dictionary of the pairs took 0.3 to 0.5 s of a worker's interpreter
+    lock per shard of 460,000 sequences. Every answer is checked against the name itself, and a
+    hash shared by two pairs falls back to a scan, so the index only ever speeds the answer up."""
+
+    _PRIME = 0x100000001B3
+    _LENGTH_MIX = 0x9E3779B97F4A7C15
+
+    def __init__(self, shard):
+        self._shard = shard
+        self._lengths = shard.lengths
+        names = shard.names
+        data, offsets = (names._data, names._offsets) if isinstance(names, _PackedText) else _pack(
+            [name.encode() for name in names])
+        keys = self._keys(data, offsets, self._lengths)
+        order = np.lexsort((shard.source_index, keys))
+        ordered = keys[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        self._keys_sorted, self._first_member = ordered[first], order[first]
+
+    @classmethod
+    def _keys(cls, data, offsets, lengths):
+        sizes = np.diff(offsets)
+        powers = np.cumprod(np.full(int(sizes.max(initial=0)) + 1, cls._PRIME, dtype=np.uint64))
+        places = np.arange(len(data), dtype=np.int64) - np.repeat(offsets[:-1], sizes)
+        terms = (data.astype(np.uint64) + np.uint64(1)) * powers[places]
+        keys = np.zeros(len(sizes), dtype=np.uint64)
+        named = sizes > 0
+        keys[named] = np.add.reduceat(terms, offsets[:-1][named]) if len(terms) else 0
+        return keys ^ (lengths.astype(np.uint64) * np.uint64(cls._LENGTH_MIX))
+
+    @classmethod
+    def _key(cls, name, length):
+        mask, power, key = (1 << 64) - 1, cls._PRIME, 0
+        for byte in name.encode():
+            key = (key + (byte + 1) * power) & mask
+            power = (power * cls._PRIME) & mask
+        return key ^ ((length * cls._LENGTH_MIX) & mask)
+
+    def find(self, name, length):
+        key = np.uint64(self._key(name, length))
+        at = int(np.searchsorted(self._keys_sorted, key))
+        if at < len(self._keys_sorted) and self._keys_sorted[at] == key:
+            member = int(self._first_member[at])
+            if self._shard.names[member] == name and int(self._lengths[member]) == length:
+                return int(self._shard.source_index[member]) + 1
+        matches = [int(self._shard.source_index[member]) for member in range(len(self._lengths))
+                   if int(self._lengths[member]) == length and self._shard.names[member] == name]
+        if not matches:
+            raise KeyError((name, length))
+        return min(matches) + 1
