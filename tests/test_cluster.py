@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import io
@@ -189,6 +190,26 @@ def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
             while len(list(tmp_path.iterdir())) < 3 and time.monotonic() < deadline:
                 time.sleep(0.1)
     assert [mark.read_text() for mark in tmp_path.iterdir()] == ["1"] * 3  # each worker's own thread count
+
+
+def _sleep_and_name_the_worker(item, shared):
+    time.sleep(item)
+    return distributed.get_worker().address
+
+
+def test_the_smallest_tasks_go_to_the_worker_that_runs_ahead_whatever_their_shard():
+    # Shard 0's home worker has 1.2 s of work, shard 1's 0.2 s; the four smallest tasks (below
+    # FLOATING_SHARE of the cells) are shard 0's, yet the worker that is free first runs them.
+    seconds = [0.3] * 4 + [0.05] * 4 + [0.05] * 4
+    shards = [0] * 4 + [1] * 4 + [0] * 4
+    cells = [100] * 8 + [10] * 4
+    assert sum(cells[8:]) < cluster.FLOATING_SHARE * sum(cells) <= sum(cells[7:])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  silence_logs=logging.CRITICAL) as local:
+        with cluster.DaskExecutor(local.scheduler_address) as executor:
+            homes = sorted(executor.client().scheduler_info()["workers"])
+            ran = collections.Counter(executor.run(_sleep_and_name_the_worker, seconds, cells, shards, None))
+    assert ran == {homes[0]: 4, homes[1]: 8}
 
 
 def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():

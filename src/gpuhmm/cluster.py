@@ -7,7 +7,8 @@ GPUs that is dask_cuda's `LocalCUDACluster`, one worker process per GPU; otherwi
 whose tasks share the database shards held in memory. Task arguments are serialized, so they
 stay small (a database is passed by reference to its files or to shards held in memory).
 Where a cluster has several workers, each database shard has a home worker that its tasks
-prefer, so that it is loaded once and stays resident there.
+prefer, so that it is loaded once and stays resident there; the last, smallest tasks go to
+whichever worker is free first (`FLOATING_SHARE`).
 """
 
 from __future__ import annotations
@@ -40,11 +41,18 @@ QUIET_WORKER = {
     "distributed.worker.memory.monitor-interval": "1s",
 }
 
-#: A GPU worker holds its database shards resident, and every task prefers its shard's home.
+#: A GPU worker holds its database shards resident, and tasks prefer their shard's home.
 #: A task stolen by another worker makes that one load the shard (seconds, and memory) for
 #: work of about the same length, so the GPU workers' scheduler does not steal. A lost
 #: worker's tasks still go elsewhere: their preference is loose.
 NO_STEALING = {"distributed.scheduler.work-stealing": False}
+
+#: The smallest tasks, this share of the cells, have no home worker. Dask queues such tasks
+#: (`distributed.scheduler.worker-saturation`) until a worker has a thread free, which a worker
+#: has only once its own shards' tasks run out: one that runs ahead then takes on others' work,
+#: loading their shards, instead of idling while they finish. The workers of one 4-GPU search
+#: took 2 to 11 % longer than the fastest for the same tasks (4 × H200, 2.4 and 6.0 G residues).
+FLOATING_SHARE = 0.1
 
 #: What a GPU worker process imports before it can work: Dask's worker, dask-cuda, and
 #: gpuhmm's engine with CuPy (importing CuPy does not start CUDA, so a forked process still can).
@@ -248,13 +256,14 @@ class DaskExecutor:
         return len(self._workers())
 
     def run(self, function, items, cells, shards, shared):
-        """Yield function(item, shared) for every item as it completes; `cells` weighs progress
-        and `shards` names each item's database shard: with as many shards as workers or more,
-        shard s's items prefer worker s mod workers. The preference is loose: a lost worker's
-        items go elsewhere, and a scheduler that steals work (not ours for GPU workers,
-        `NO_STEALING`) may give them to an idle worker, which then loads the shard. `shared`
-        (the models and options every item needs) is sent to every worker once, not with each
-        item: serializing it per item cost seconds per hundred tasks."""
+        """Yield function(item, shared) for every item as it completes; `cells` weighs each item
+        (items come largest first) and `shards` names its database shard: with as many shards as
+        workers or more, shard s's items prefer worker s mod workers, but for the last
+        `FLOATING_SHARE` of the cells, which go to the first worker free. The preference is
+        loose: a lost worker's items go elsewhere, and a scheduler that steals work (not ours for
+        GPU workers, `NO_STEALING`) may give them to an idle worker, which then loads the shard.
+        `shared` (the models and options every item needs) is sent to every worker once, not
+        with each item: serializing it per item cost seconds per hundred tasks."""
         import distributed
 
         client = self.client()
@@ -264,8 +273,13 @@ class DaskExecutor:
         total_cells = sum(cells) or 1
         [shared_future] = client.scatter([shared], broadcast=True, hash=False)
         futures = {}
+        homed_cells = (1 - FLOATING_SHARE) * total_cells
+        submitted_cells = 0
         for index, (item, weight, shard) in enumerate(zip(items, cells, shards)):
-            placement = {"workers": [workers[shard % len(workers)]], "allow_other_workers": True} if homes else {}
+            placement = {}
+            if homes and submitted_cells < homed_cells:
+                placement = {"workers": [workers[shard % len(workers)]], "allow_other_workers": True}
+            submitted_cells += weight
             # Larger tasks were put first; a higher priority keeps Dask from reordering them.
             future = client.submit(function, item, shared_future, pure=False, priority=len(items) - index, **placement)
             futures[future] = weight
