@@ -82,15 +82,15 @@ class CountingEngine(prefilter.ReferenceEngine):
                 self.running -= 1
 
 
-def test_a_share_of_a_workers_threads_runs_gpu_stages_at_once(tmp_path, monkeypatch):
-    """With 4 threads, 3 run GPU filter stages at most, so that one is always free for the
-    pyhmmer tails; 12 tasks keep every thread busy. The tables stay hmmsearch's."""
+def test_a_share_of_a_workers_threads_runs_ssv_at_once(tmp_path, monkeypatch):
+    """With 8 threads, 2 run SSV at most, so that tasks leave it one after another; 12 tasks
+    keep every thread busy. The tables stay hmmsearch's."""
     engine = CountingEngine()
     monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
     monkeypatch.setattr(pipeline, "_gpu", [engine])
-    monkeypatch.setattr(pipeline, "_gpu_phases", None)
-    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 4, backend="gpu", cpus=4), "heldout", "defaults")
-    assert engine.most == round(pipeline.GPU_PHASE_SHARE * 4) == 3
+    monkeypatch.setattr(pipeline, "_sieve_slots", None)
+    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 4, backend="gpu", cpus=8), "heldout", "defaults")
+    assert engine.most == round(pipeline.SIEVE_SHARE * 8) == 2
 
 
 @pytest.mark.gpu

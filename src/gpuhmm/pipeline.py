@@ -15,7 +15,6 @@ module free of Dask.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import importlib.util
 import logging
@@ -287,9 +286,8 @@ def run_task(task, shared):
     filtered = None
     stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        with _gpu_phases or contextlib.nullcontext():
-            prepared = _filter_models(shared.search_key, task.positions, models)
-            filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
+        prepared = _filter_models(shared.search_key, task.positions, models)
+        filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
     hits, counts = [], {}
     for index, model in enumerate(models):
         if filtered is None:
@@ -419,7 +417,7 @@ class _ResidentShard:
         results = prefilter.filter_stages(
             _gpu_engine(), [m.msv for m in models], [m.viterbi for m in models], [m.forward for m in models],
             pyhmmer.plan7.Background(self._alphabet).residue_frequencies, self._filter_shard,
-            arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings)
+            arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"], timings, _sieve_slots)
         return [
             (np.sort(self._block_position[r.survivors]), {"n_past_msv": r.passed_msv, "n_past_bias": r.passed_bias},
              {"n_past_vit": r.stopped_after_viterbi})
@@ -591,31 +589,31 @@ def _default_shard_budget(backend):
 resident_shards = ResidentShards()
 
 
-#: At most this share of a worker's threads run tasks' GPU filter stages at once. Uncapped, all
-#: threads start together, leave the GPU together, and run their pyhmmer tails together while
-#: the GPU idles: 2.3 s of a 10 s search on one H100, in a trace of its threads. With a share
-#: of them left for tails, tasks fall out of step: 0.3 to 1.4 s less (10 to 13 of 16 threads
-#: alike; `benchmarks/results/pipeline-diagnostics-h100.json`).
-GPU_PHASE_SHARE = 0.75
-_gpu_phases = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
+#: At most this share of a worker's threads run SSV at once: the filters' one stage that fills
+#: the GPU, and the one a task spends longest in. Unpaced, a worker's first tasks ran SSV
+#: together, left it together and ran their host steps, Viterbi and tails together while the GPU
+#: idled (4 × H200: 2 to 3 s of a 37 s search, again at 19 s). Paced, each task leaves SSV as
+#: the next one enters, so one task's host work runs beside another's SSV.
+SIEVE_SHARE = 0.25
+_sieve_slots = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
 
 
 def prepare_worker(lengths, backend, shard_memory, models=None, threads=None):
     """Runs on every worker as a search starts (`DaskExecutor.prepare_workers`): sets the memory
     its resident shards may take (bytes, or None for the default), how many of its `threads`
-    may run GPU filter stages at once (`GPU_PHASE_SHARE`) and, on the GPU backend, starts
+    may run SSV at once (`SIEVE_SHARE`) and, on the GPU backend, starts
     loading the kernels that models of these lengths need in a background thread, so that it
     overlaps reading the database. Given the search's `models` on disk, it also configures them
     all for the GPU filters in the background (a worker in another process reads the file
     first): every worker needs every model, and this is work that each worker otherwise did in
     its tasks, holding its GIL, whatever share of the database it has. A task waits only for
     its own models (`_filter_models`)."""
-    global _gpu_phases
+    global _sieve_slots
     resident_shards.budget = shard_memory
     if backend != "gpu":
         return
     if threads:
-        _gpu_phases = threading.BoundedSemaphore(max(1, round(GPU_PHASE_SHARE * threads)))
+        _sieve_slots = threading.BoundedSemaphore(max(1, round(SIEVE_SHARE * threads)))
 
     def load_kernels():
         try:

@@ -14,6 +14,7 @@ passes F3.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import threading
@@ -219,8 +220,9 @@ def _by_choice(models, stage, compute_capability):
     return groups
 
 
-def f1_filter(engine, models, shard, F1):
-    """`p7_MSVFilter` + the F1 test for every model × every sequence of `shard`."""
+def f1_filter(engine, models, shard, F1, sieve_slots=None):
+    """`p7_MSVFilter` + the F1 test for every model × every sequence of `shard`. `sieve_slots`
+    (a context manager) is held while SSV runs, the one stage long enough to fill the GPU."""
     cc = engine.compute_capability
     limits = tuning.table_for(cc)
     for model in models:
@@ -233,7 +235,8 @@ def f1_filter(engine, models, shard, F1):
         groups.append((choice, blocks, [models[p] for p in positions], thresholds[positions]))
         order += positions
     order = np.asarray(order, dtype=np.int64)
-    flat_passed, scores, flat_undecided = engine.f1_sieve(groups, shard)
+    with sieve_slots or contextlib.nullcontext():
+        flat_passed, scores, flat_undecided = engine.f1_sieve(groups, shard)
     pair_model, pair_sequence = order[flat_passed // shard.sequences], flat_passed % shard.sequences
     undecided_model, undecided_sequence = order[flat_undecided // shard.sequences], flat_undecided % shard.sequences
     if len(undecided_model):
@@ -377,14 +380,14 @@ class FilterCounts:
 
 
 def filter_stages(engine, models, profiles, forward_profiles, background_frequencies, shard, F1, F2, F3,
-                  bias_filter, timings=None):
+                  bias_filter, timings=None, sieve_slots=None):
     """MSV, bias, Viterbi and Forward filters for every model × every sequence of `shard`, as
     `p7_Pipeline` decides them (the Forward filter conservatively). `models` are msv.MsvModels,
     `profiles` vitfilter.ViterbiProfiles and `forward_profiles` fwdfilter.ForwardProfiles, one
-    each per model. `timings` (a dict) collects seconds per stage."""
+    each per model. `timings` (a dict) collects seconds per stage; `sieve_slots` as `f1_filter`'s."""
     timings = {} if timings is None else timings
     started = time.perf_counter()
-    first = f1_filter(engine, models, shard, F1)
+    first = f1_filter(engine, models, shard, F1, sieve_slots)
     timings["msv"] = timings.get("msv", 0.0) + time.perf_counter() - started
     pair_model, pair_sequence, msv_scores = first.pair_model, first.pair_sequence, first.scores
     started = time.perf_counter()
