@@ -590,10 +590,12 @@ resident_shards = ResidentShards()
 
 
 #: At most this share of a worker's threads run SSV at once: the filters' one stage that fills
-#: the GPU, and the one a task spends longest in. Unpaced, a worker's first tasks ran SSV
-#: together, left it together and ran their host steps, Viterbi and tails together while the GPU
-#: idled (4 × H200: 2 to 3 s of a 37 s search, again at 19 s). Paced, each task leaves SSV as
-#: the next one enters, so one task's host work runs beside another's SSV.
+#: the GPU, and the one a task spends longest in. Tasks that start together otherwise leave the
+#: GPU together and run their host steps, Viterbi and tails together while it idles. A cap of
+#: 3/4 of the threads on the whole filter phase left those gaps in place (4 × H200: the GPUs
+#: 24 to 33 % busy 9 to 12 s into a 37 s search, the other quarter of the threads waiting);
+#: paced, each task leaves SSV as the next one enters, so one task's host work runs beside
+#: another's SSV (`benchmarks/README.md`, the scaling section's session 24).
 SIEVE_SHARE = 0.25
 _sieve_slots = None  # a semaphore of the worker's share once `prepare_worker` knows its threads
 
