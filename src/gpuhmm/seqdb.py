@@ -700,8 +700,6 @@ class _PackedText(collections.abc.Sequence):
         return len(self._offsets) - 1
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self)))]
         position = operator.index(index)
         if position < 0:
             position += len(self)
@@ -763,8 +761,8 @@ class FirstPositions:
             member = int(self._first_member[at])
             if self._shard.names[member] == name and int(self._lengths[member]) == length:
                 return int(self._shard.source_index[member]) + 1
-        matches = [int(self._shard.source_index[member]) for member in range(len(self._lengths))
-                   if int(self._lengths[member]) == length and self._shard.names[member] == name]
+        matches = [int(self._shard.source_index[member]) for member in np.flatnonzero(self._lengths == length)
+                   if self._shard.names[member] == name]
         if not matches:
             raise KeyError((name, length))
         return min(matches) + 1
