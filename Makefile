@@ -1,6 +1,6 @@
 # The two commands of the README. Each sets up what it needs on a fresh machine.
 #   make run    the workflow on the bundled test data (config/config.yaml) → results/
-#   make test   the test suite (CPU only; GPU tests skip themselves)
+#   make test   lint (ruff) and the test suite (CPU only; GPU tests skip themselves)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,6 +12,8 @@ run: $(VENV)/.installed
 	PATH="$(BIN):$$PATH" snakemake --cores all
 
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks workflow
+	$(BIN)/ruff format --check src tests benchmarks workflow
 	PATH="$(BIN):$$PATH" python -m pytest
 
 $(VENV)/.installed: pyproject.toml

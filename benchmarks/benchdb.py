@@ -1,6 +1,6 @@
 """Reproducible benchmark databases: the real proteome, `hmmemit` samples, background sequences.
 
-A database of `residues` residues is made of (1) the proteome in ../shared/data once, (2) about
+A database of `residues` residues is made of (1) the real proteome (a FASTA file) once, (2) about
 10% of sequences emitted by HMMER's own `hmmemit` from the benchmark's Pfam models (true
 homologs, so the filters see real hits), and (3) the rest i.i.d. background sequences drawn
 from HMMER's null-model residue frequencies, with lengths drawn from the proteome's. Everything
@@ -32,8 +32,7 @@ def emitted(models_path, count, seed, alphabet):
     """`hmmemit -N count` over every model in `models_path` (the real binary)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "emitted.faa"
-        subprocess.run(["hmmemit", "-N", str(count), "--seed", str(seed), "-o", str(out), str(models_path)],
-                       check=True)
+        subprocess.run(["hmmemit", "-N", str(count), "--seed", str(seed), "-o", str(out), str(models_path)], check=True)
         return read_digital(out, alphabet)
 
 
@@ -55,8 +54,9 @@ def background_residues(rng, frequencies, count, lookup_bits=20, chunk=1 << 24):
 EMIT_PER_MODEL = 2
 
 
-def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_model=EMIT_PER_MODEL, *,
-                  at_least=False, fast=False):
+def make_database(
+    residues, proteome_path, models_path, seed=20261121, emit_per_model=EMIT_PER_MODEL, *, at_least=False, fast=False
+):
     """Returns (digital residues end to end as uint8, offsets int64, names): the proteome's
     sequences, then `emit_per_model` samples of each model, then the background.
 
@@ -79,7 +79,7 @@ def make_database(residues, proteome_path, models_path, seed=20261121, emit_per_
         if at_least:
             while tail.sum() < missing:
                 tail = np.concatenate([tail, rng.choice(proteome_lengths, size=1024)])
-            tail = tail[:int(np.searchsorted(np.cumsum(tail), missing)) + 1]
+            tail = tail[: int(np.searchsorted(np.cumsum(tail), missing)) + 1]
         else:
             tail = tail[np.cumsum(tail) <= missing]
         if fast:
@@ -110,7 +110,7 @@ def write_fasta(path, residues, offsets, names, indices=None, alphabet=None):
     text = memoryview(symbols[residues].tobytes())
     parts = []
     for i in indices:
-        parts += (b">", names[i].encode(), b"\n", text[starts[i]:stops[i]], b"\n")
+        parts += (b">", names[i].encode(), b"\n", text[starts[i] : stops[i]], b"\n")
     with open(path, "wb") as handle:
         handle.write(b"".join(parts))
     return len(indices), sum(stops[i] - starts[i] for i in indices)

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SHARED = REPO.parent / "shared" / "data"
+#: The benchmarks' data folder (git-ignored): see benchmarks/README.md.
+DEFAULT_DATA = REPO / "benchmarks" / "data"
 DEFAULT_MODELS = "pfam-subset-2766.h3m.gz"
 DEFAULT_SEQUENCES = "proteome-HG003687.faa"
 TABLES = {"tblout": "targets", "domtblout": "domains", "pfamtblout": "pfam"}
@@ -118,7 +119,9 @@ def compare_tables(gpuhmm_dir, peer_dir):
         a, b = ours.splitlines(), theirs.splitlines()
         line = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         report[flag] = {
-            "gpuhmm_lines": len(a), "peer_lines": len(b), "first_difference_line": line + 1,
+            "gpuhmm_lines": len(a),
+            "peer_lines": len(b),
+            "first_difference_line": line + 1,
             "gpuhmm": a[line] if line < len(a) else None,
             "peer": b[line] if line < len(b) else None,
         }
@@ -171,22 +174,19 @@ def summarise(walls, threads=None, gcups_work=None, name=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED,
-                        help=f"data directory [{DEFAULT_SHARED}]")
-    parser.add_argument("--models", type=Path,
-                        help=f"HMM file (text/binary, gzip allowed) [SHARED/{DEFAULT_MODELS}]")
-    parser.add_argument("--first", type=int, default=300,
-                        help="use the first N models; 0 for all [300]")
-    parser.add_argument("--sequences", type=Path,
-                        help=f"FASTA [SHARED/{DEFAULT_SEQUENCES}]")
-    parser.add_argument("--cpus", type=int, default=default_cpus(),
-                        help="threads for both tools [all cores in the affinity mask]")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="data directory [benchmarks/data]")
+    parser.add_argument("--models", type=Path, help=f"HMM file (text/binary, gzip allowed) [DATA/{DEFAULT_MODELS}]")
+    parser.add_argument("--first", type=int, default=300, help="use the first N models; 0 for all [300]")
+    parser.add_argument("--sequences", type=Path, help=f"FASTA [DATA/{DEFAULT_SEQUENCES}]")
+    parser.add_argument(
+        "--cpus", type=int, default=default_cpus(), help="threads for both tools [all cores in the affinity mask]"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="repeats [3]")
-    parser.add_argument("--out", type=Path,
-                        help="result JSON [benchmarks/results/cpu-HOST-Ncpu.json]")
+    parser.add_argument("--out", type=Path, help="result JSON [benchmarks/results/cpu-HOST-Ncpu.json]")
     parser.add_argument("--keep", type=Path, help="keep the work files (model file, tables) here")
-    parser.add_argument("--peer-end-to-end", nargs=4,
-                        metavar=("MODELS", "SEQS", "OUTDIR", "CPUS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--peer-end-to-end", nargs=4, metavar=("MODELS", "SEQS", "OUTDIR", "CPUS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
 
     if args.peer_end_to_end:
@@ -195,6 +195,7 @@ def main(argv=None):
         return 0
 
     import pyhmmer
+
     try:
         from gpuhmm import __version__ as gpuhmm_version
     except ImportError:
@@ -202,8 +203,8 @@ def main(argv=None):
 
     if args.cpus < 1 or args.repeats < 1:
         parser.error("--cpus and --repeats must be at least 1")
-    models_source = args.models or args.shared / DEFAULT_MODELS
-    sequences = (args.sequences or args.shared / DEFAULT_SEQUENCES).resolve()
+    models_source = args.models or args.data / DEFAULT_MODELS
+    sequences = (args.sequences or args.data / DEFAULT_SEQUENCES).resolve()
     first = args.first or None
     out = args.out or REPO / "benchmarks" / "results" / f"cpu-{host_tag()}-{args.cpus}cpu.json"
     command_line = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
@@ -222,17 +223,37 @@ def main(argv=None):
         model_nodes = sum(hmm.M for hmm in hmms)
         residues = sum(len(seq) for seq in seqs)
         work_units = model_nodes * residues
-        print(f"{len(hmms)} models ({model_nodes} nodes) x {len(seqs)} sequences "
-              f"({residues} residues), {args.cpus} cpus, {args.repeats} repeats", flush=True)
+        print(
+            f"{len(hmms)} models ({model_nodes} nodes) x {len(seqs)} sequences "
+            f"({residues} residues), {args.cpus} cpus, {args.repeats} repeats",
+            flush=True,
+        )
 
         gpuhmm_dir, peer_dir = work / "gpuhmm", work / "peer"
         gpuhmm_dir.mkdir(exist_ok=True)
         peer_dir.mkdir(exist_ok=True)
-        gpuhmm_cmd = [*gpuhmm_command(), "search", "--backend", "cpu", "--cpu", str(args.cpus),
-                      *(arg for flag in TABLES for arg in (f"--{flag}", str(gpuhmm_dir / f"{flag}.txt"))),
-                      str(models_path), str(sequences)]
-        peer_cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-end-to-end",
-                    str(models_path), str(sequences), str(peer_dir), str(args.cpus)]
+        gpuhmm_cmd = [
+            *gpuhmm_command(),
+            "search",
+            "-o",
+            os.devnull,
+            "--backend",
+            "cpu",
+            "--cpu",
+            str(args.cpus),
+            *(arg for flag in TABLES for arg in (f"--{flag}", str(gpuhmm_dir / f"{flag}.txt"))),
+            str(models_path),
+            str(sequences),
+        ]
+        peer_cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--peer-end-to-end",
+            str(models_path),
+            str(sequences),
+            str(peer_dir),
+            str(args.cpus),
+        ]
 
         def time_gpuhmm():
             return run_timed(gpuhmm_cmd, "gpuhmm")
@@ -253,16 +274,17 @@ def main(argv=None):
             order = ["gpuhmm", "peer_call", "peer_end_to_end"]
             if repeat % 2:
                 order = ["peer_call", "peer_end_to_end", "gpuhmm"]
-            timers = {"gpuhmm": time_gpuhmm, "peer_call": time_peer_call,
-                      "peer_end_to_end": time_peer_end_to_end}
+            timers = {"gpuhmm": time_gpuhmm, "peer_call": time_peer_call, "peer_end_to_end": time_peer_end_to_end}
             for name in order:
                 walls[name].append(timers[name]())
             comparison = compare_tables(gpuhmm_dir, peer_dir)
             comparisons.append(comparison)
-            print(f"repeat {repeat + 1}/{args.repeats} ({' -> '.join(order)}): "
-                  + ", ".join(f"{name} {walls[name][-1]:.2f}s" for name in order)
-                  + ("" if all(v is None for v in comparison.values()) else ", TABLES DIFFER"),
-                  flush=True)
+            print(
+                f"repeat {repeat + 1}/{args.repeats} ({' -> '.join(order)}): "
+                + ", ".join(f"{name} {walls[name][-1]:.2f}s" for name in order)
+                + ("" if all(v is None for v in comparison.values()) else ", TABLES DIFFER"),
+                flush=True,
+            )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -299,18 +321,19 @@ def main(argv=None):
     }
     if not tables_identical:
         result["table_differences"] = [
-            {flag: diff for flag, diff in c.items() if diff is not None} for c in comparisons]
+            {flag: diff for flag, diff in c.items() if diff is not None} for c in comparisons
+        ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
 
     print(f"gpuhmm (CLI, end to end)      median {gpuhmm_entry['median_s']:.2f}s")
-    print(f"pyhmmer.hmmsearch call only   median {call_entry['median_s']:.2f}s "
-          f"({call_entry['gcups']:.2f} GCUPS)")
-    print(f"pyhmmer end to end            median {e2e_entry['median_s']:.2f}s "
-          f"({e2e_entry['gcups']:.2f} GCUPS)")
-    print(f"ratio gpuhmm / call {result['ratio_vs_call']:.3f}, "
-          f"gpuhmm / end to end {result['ratio_vs_end_to_end']:.3f}, "
-          f"tables identical: {tables_identical}")
+    print(f"pyhmmer.hmmsearch call only   median {call_entry['median_s']:.2f}s ({call_entry['gcups']:.2f} GCUPS)")
+    print(f"pyhmmer end to end            median {e2e_entry['median_s']:.2f}s ({e2e_entry['gcups']:.2f} GCUPS)")
+    print(
+        f"ratio gpuhmm / call {result['ratio_vs_call']:.3f}, "
+        f"gpuhmm / end to end {result['ratio_vs_end_to_end']:.3f}, "
+        f"tables identical: {tables_identical}"
+    )
     print(f"written {out}")
     return 0
 

@@ -55,8 +55,10 @@ from benchdb import make_database, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import TABLES, compare_tables, cpu_model  # noqa: E402
 from cpu_vs_pyhmmer import open_models as open_plain_or_gzip  # noqa: E402
 
-DEFAULT_MODELS = REPO / ".device" / "pfam-subset-2766.h3m.gz"
-DEFAULT_PROTEOME = REPO / ".device" / "proteome-HG003687.faa"
+#: Where the benchmarks look for their data by default (git-ignored): see benchmarks/README.md.
+DATA = HERE / "data"
+DEFAULT_MODELS = DATA / "pfam-subset-2766.h3m.gz"
+DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
 QUICK = {"first": 200, "residues": 2_000_000, "hmmsearch_fraction": 0.05}
 FULL = {"first": 0, "residues": 100_000_000, "hmmsearch_fraction": 0.01}
 
@@ -89,8 +91,12 @@ def default_threads():
 def gpu_name():
     """The first GPU's name (nvidia-smi, else CuPy), or None."""
     try:
-        found = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                               capture_output=True, text=True, timeout=30)
+        found = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if found.returncode == 0 and found.stdout.strip():
             name, _, driver = found.stdout.strip().splitlines()[0].partition(",")
             return name.strip(), driver.strip() or None
@@ -123,6 +129,12 @@ def tool_version(binary):
         return None
     found = re.search(r"HMMER (\S+)", text)
     return found.group(1) if found else None
+
+
+def gpuhmm_search(backend, threads):
+    """The start of a `gpuhmm search` command line. The peer writes no report, so neither does
+    gpuhmm: its report goes to /dev/null, which gpuhmm does not even format."""
+    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--backend", backend, "--cpu", str(threads)]
 
 
 def run_timed(command, log_path, env=None):
@@ -162,7 +174,10 @@ class GpuUtilization:
         try:
             self._smi = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
         except OSError:
             self._smi = None
         return self
@@ -177,8 +192,7 @@ class GpuUtilization:
     def summary(self):
         if not self.samples:
             return None
-        return {"mean_percent": round(float(np.mean(self.samples)), 1), "samples_every_s": 0.1,
-                "samples": self.samples}
+        return {"mean_percent": round(float(np.mean(self.samples)), 1), "samples_every_s": 0.1, "samples": self.samples}
 
 
 def stage_seconds(summary):
@@ -228,16 +242,23 @@ def plot(result, path):
     if result.get("peer_wall_s"):
         read = peer.get("read_s") or 0.0
         axis.barh(len(labels), result["peer_wall_s"], color="grey", label="pyhmmer.hmmsearch (timed)")
-        axis.barh(len(labels), read, left=result["peer_wall_s"], color="lightgrey",
-                  label="pyhmmer: reading files (not in the speed-up)")
+        axis.barh(
+            len(labels),
+            read,
+            left=result["peer_wall_s"],
+            color="lightgrey",
+            label="pyhmmer: reading files (not in the speed-up)",
+        )
         labels.append(f"pyhmmer.hmmsearch\n{result.get('peer_threads')} threads ({result['peer_wall_s']:.1f} s)")
     axis.set_yticks(range(len(labels)))
     axis.set_yticklabels(labels)
     axis.invert_yaxis()
     axis.set_xlabel("seconds")
     speedup = result.get("speedup_vs_pyhmmer")
-    title = (f"{result.get('models')} models x {(result.get('residues') or 0) / 1e6:.0f}M residues, "
-             f"{result.get('gpu') or result.get('backend')}")
+    title = (
+        f"{result.get('models')} models x {(result.get('residues') or 0) / 1e6:.0f}M residues, "
+        f"{result.get('gpu') or result.get('backend')}"
+    )
     if speedup:
         title += f": {speedup:.2f}x pyhmmer"
     estimate = (result.get("hmmsearch") or {}).get("estimated_full_s")
@@ -252,27 +273,50 @@ def plot(result, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=DEFAULT_MODELS,
-                        help="HMM file (gzip or xz allowed) [.device/pfam-subset-2766.h3m.gz]")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=DEFAULT_MODELS,
+        help="HMM file (gzip or xz allowed) [benchmarks/data/pfam-subset-2766.h3m.gz]",
+    )
     parser.add_argument("--first", type=int, help="use the first N models, 0 for all [all; quick: 200]")
-    parser.add_argument("--proteome", type=Path, default=DEFAULT_PROTEOME,
-                        help="real proteins for the database [.device/proteome-HG003687.faa]")
+    parser.add_argument(
+        "--proteome",
+        type=Path,
+        default=DEFAULT_PROTEOME,
+        help="real proteins for the database [benchmarks/data/proteome-HG003687.faa]",
+    )
     parser.add_argument("--residues", type=float, help="database residues, at least [1e8; quick: 2e6]")
     parser.add_argument("--seed", type=int, default=20261121, help="database and subsample seed [20261121]")
-    parser.add_argument("--threads", type=int, default=default_threads(),
-                        help="threads for every tool [all in the affinity mask]")
-    parser.add_argument("--backend", choices=("gpu", "cpu", "auto"), default="gpu",
-                        help="gpuhmm's --backend [gpu]; cpu for a smoke test without a GPU")
-    parser.add_argument("--hmmsearch-fraction", type=float,
-                        help="fraction of the sequences hmmsearch searches [0.01; quick: 0.05]; 0 skips it")
+    parser.add_argument(
+        "--threads", type=int, default=default_threads(), help="threads for every tool [all in the affinity mask]"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("gpu", "cpu", "auto"),
+        default="gpu",
+        help="gpuhmm's --backend [gpu]; cpu for a smoke test without a GPU",
+    )
+    parser.add_argument(
+        "--hmmsearch-fraction",
+        type=float,
+        help="fraction of the sequences hmmsearch searches [0.01; quick: 0.05]; 0 skips it",
+    )
     parser.add_argument("--db-shards", type=int, help="pass --db-shards N to gpuhmm [not passed]")
-    parser.add_argument("--gpuhmm-args", default="", help="extra arguments for gpuhmm search, one string: --gpuhmm-args='--F1 0.02'")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="gpuhmm runs on the whole database; the median is wall_s, all are kept [3]")
+    parser.add_argument(
+        "--gpuhmm-args", default="", help="extra arguments for gpuhmm search, one string: --gpuhmm-args='--F1 0.02'"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="gpuhmm runs on the whole database; the median is wall_s, all are kept [3]",
+    )
     parser.add_argument("--skip-peer", action="store_true", help="do not run pyhmmer (no comparison)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 200 models x 2M residues")
-    parser.add_argument("--out", type=Path, help="result JSON [benchmarks/results/endtoend-<gpu>.json]; "
-                                                  "the PNG goes next to it")
+    parser.add_argument(
+        "--out", type=Path, help="result JSON [benchmarks/results/endtoend-<gpu>.json]; the PNG goes next to it"
+    )
     parser.add_argument("--keep", type=Path, help="keep the scratch files (database, tables, logs) here")
     args = parser.parse_args(argv)
 
@@ -297,11 +341,12 @@ def main(argv=None):
     except ImportError:
         gpuhmm_version = None
     hmmsearch_binary = shutil.which("hmmsearch")
-    # where CuPy keeps compiled kernels (gpuhmm.gpu's default unless CUPY_CACHE_DIR is set)
+    # where CuPy keeps compiled kernels (gpuhmm.engine.gpu's default unless CUPY_CACHE_DIR is set)
     kernel_cache = Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cache" / "gpuhmm" / "kernels")
 
     def cached_kernels():
         return sum(1 for entry in kernel_cache.rglob("*") if entry.is_file()) if kernel_cache.is_dir() else 0
+
     result = {
         "benchmark": "endtoend",
         "gpu": name,
@@ -310,15 +355,30 @@ def main(argv=None):
         "backend": args.backend,
         "quick": args.quick,
         "host": {
-            "hostname": socket.gethostname(), "cpu_model": cpu_model(), "threads": threads,
-            "python": platform.python_version(), "pyhmmer": pyhmmer.__version__, "gpuhmm": gpuhmm_version,
-            "hmmsearch": hmmsearch_binary, "hmmsearch_version": tool_version(hmmsearch_binary) if hmmsearch_binary else None,
-            "gpu_driver": driver, "kernel_cache_dir": str(kernel_cache),
+            "hostname": socket.gethostname(),
+            "cpu_model": cpu_model(),
+            "threads": threads,
+            "python": platform.python_version(),
+            "pyhmmer": pyhmmer.__version__,
+            "gpuhmm": gpuhmm_version,
+            "hmmsearch": hmmsearch_binary,
+            "hmmsearch_version": tool_version(hmmsearch_binary) if hmmsearch_binary else None,
+            "gpu_driver": driver,
+            "kernel_cache_dir": str(kernel_cache),
         },
-        "models": None, "models_file": str(args.models), "model_nodes": None,
-        "sequences": None, "residues": None, "cells": None, "seed": args.seed,
-        "wall_s": None, "peer_threads": threads, "peer_wall_s": None,
-        "speedup_vs_pyhmmer": None, "viterbi_tcups": None, "tables_identical": None,
+        "models": None,
+        "models_file": str(args.models),
+        "model_nodes": None,
+        "sequences": None,
+        "residues": None,
+        "cells": None,
+        "seed": args.seed,
+        "wall_s": None,
+        "peer_threads": threads,
+        "peer_wall_s": None,
+        "speedup_vs_pyhmmer": None,
+        "viterbi_tcups": None,
+        "tables_identical": None,
         "errors": {},
     }
 
@@ -342,7 +402,7 @@ def main(argv=None):
         return value
 
     state = {}
-    gpuhmm_base = [sys.executable, "-m", "gpuhmm", "search", "--backend", args.backend, "--cpu", str(threads)]
+    gpuhmm_base = gpuhmm_search(args.backend, threads)
     if args.db_shards:
         gpuhmm_base += ["--db-shards", str(args.db_shards)]
     gpuhmm_base += shlex.split(args.gpuhmm_args)
@@ -373,23 +433,31 @@ def main(argv=None):
         # 2. the database and the subsample, as FASTA in the scratch directory
         def database():
             started = time.perf_counter()
-            residues, offsets, names = make_database(target_residues, args.proteome, state["models_path"],
-                                                     seed=args.seed, at_least=True, fast=True)
+            residues, offsets, names = make_database(
+                target_residues, args.proteome, state["models_path"], seed=args.seed, at_least=True, fast=True
+            )
             generated = time.perf_counter() - started
             started = time.perf_counter()
             path = work / "db.faa"
             write_fasta(path, residues, offsets, names)
             written = time.perf_counter() - started
             state["db_path"] = path
-            result.update(sequences=len(names), residues=int(offsets[-1]),
-                          cells=result["model_nodes"] * int(offsets[-1]))
+            result.update(
+                sequences=len(names), residues=int(offsets[-1]), cells=result["model_nodes"] * int(offsets[-1])
+            )
             result["database"] = {
-                "generate_s": round(generated, 3), "write_fasta_s": round(written, 3),
-                "fasta_bytes": path.stat().st_size, "requested_residues": target_residues,
-                "proteome": str(args.proteome), "seed": args.seed, "path": str(path) if args.keep else None,
+                "generate_s": round(generated, 3),
+                "write_fasta_s": round(written, 3),
+                "fasta_bytes": path.stat().st_size,
+                "requested_residues": target_residues,
+                "proteome": str(args.proteome),
+                "seed": args.seed,
+                "path": str(path) if args.keep else None,
             }
-            log(f"database: {len(names)} sequences, {int(offsets[-1])} residues "
-                f"(generated in {generated:.1f} s, FASTA written in {written:.1f} s)")
+            log(
+                f"database: {len(names)} sequences, {int(offsets[-1])} residues "
+                f"(generated in {generated:.1f} s, FASTA written in {written:.1f} s)"
+            )
             if fraction > 0:
                 rng = np.random.default_rng(args.seed + 1)
                 chosen = np.flatnonzero(rng.random(len(names)) < fraction)
@@ -398,8 +466,12 @@ def main(argv=None):
                 sub = work / "subsample.faa"
                 count, sub_residues = write_fasta(sub, residues, offsets, names, chosen)
                 state["sub_path"] = sub
-                result["hmmsearch"] = {"fraction": fraction, "sequences": count, "residues": sub_residues,
-                                       "cells": result["model_nodes"] * sub_residues}
+                result["hmmsearch"] = {
+                    "fraction": fraction,
+                    "sequences": count,
+                    "residues": sub_residues,
+                    "cells": result["model_nodes"] * sub_residues,
+                }
                 log(f"subsample: {count} sequences, {sub_residues} residues")
 
         step("database", database)
@@ -416,13 +488,18 @@ def main(argv=None):
             if args.backend != "cpu":
                 # The subsample reaches only some of the Viterbi, MSV-pair and Forward kernels:
                 # compile every kernel the models can use, as a user's earlier runs would have.
-                preload = ("import sys, pyhmmer; from gpuhmm.gpu import GpuEngine; "
-                           "GpuEngine().preload([h.M for h in pyhmmer.plan7.HMMFile(sys.argv[1])])")
+                preload = (
+                    "import sys, pyhmmer; from gpuhmm.engine.gpu import GpuEngine; "
+                    "GpuEngine().preload([h.M for h in pyhmmer.plan7.HMMFile(sys.argv[1])])"
+                )
                 wall += run_timed([sys.executable, "-c", preload, str(state["models_path"])], work / "preload.log", env)
             result["compile_warmup_s"] = round(wall, 3)
-            result["compile_warmup"] = {"database": source.name, "wall_s": round(wall, 3),
-                                        "kernel_cache_files_before": before,
-                                        "kernel_cache_files_after": cached_kernels()}
+            result["compile_warmup"] = {
+                "database": source.name,
+                "wall_s": round(wall, 3),
+                "kernel_cache_files_before": before,
+                "kernel_cache_files_after": cached_kernels(),
+            }
             log(f"warm-up on {source.name}: {wall:.1f} s")
 
         step("warmup", warmup)
@@ -431,44 +508,61 @@ def main(argv=None):
         def gpuhmm_run(directory):
             paths = table_paths(directory)
             summary_path = directory / "summary.json"
-            command = [*gpuhmm_base, *table_flags(paths), "--summary", str(summary_path),
-                       str(state["models_path"]), str(state["db_path"])]
+            command = [
+                *gpuhmm_base,
+                *table_flags(paths),
+                "--summary",
+                str(summary_path),
+                str(state["models_path"]),
+                str(state["db_path"]),
+            ]
             with GpuUtilization() as utilization:
                 wall = run_timed(command, directory.with_suffix(".log"), env)
             return command, wall, read_summary(summary_path) or {}, utilization.summary()
 
         def gpuhmm_full():
-            runs = [gpuhmm_run(work / ("gpuhmm" if repeat == 0 else f"gpuhmm-{repeat + 1}"))
-                    for repeat in range(args.repeats)]
-            # The median run stands for the lease: identical searches vary by seconds on one host.
+            runs = [
+                gpuhmm_run(work / ("gpuhmm" if repeat == 0 else f"gpuhmm-{repeat + 1}"))
+                for repeat in range(args.repeats)
+            ]
+            # The median run is reported: identical searches vary by seconds on one host.
             command, wall, summary, utilization = sorted(runs, key=lambda run: run[1])[len(runs) // 2]
             result["gpuhmm_command"] = shlex.join(command)
-            result["gpuhmm_runs"] = [{
-                "wall_s": round(run_wall, 3),
-                "stages_s": {name: round(seconds, 3) for name, seconds in stage_seconds(run_summary)},
-                "tables_as_first_run": repeat == 0 or not any(
-                    compare_tables(work / "gpuhmm", work / f"gpuhmm-{repeat + 1}").values()),
-            } for repeat, (_, run_wall, run_summary, _) in enumerate(runs)]
+            result["gpuhmm_runs"] = [
+                {
+                    "wall_s": round(run_wall, 3),
+                    "stages_s": {name: round(seconds, 3) for name, seconds in stage_seconds(run_summary)},
+                    "tables_as_first_run": repeat == 0
+                    or not any(compare_tables(work / "gpuhmm", work / f"gpuhmm-{repeat + 1}").values()),
+                }
+                for repeat, (_, run_wall, run_summary, _) in enumerate(runs)
+            ]
             result["wall_s"] = round(wall, 3)
             result["viterbi_tcups_in_run"] = viterbi_tcups(summary)
             cells = result["cells"]
             result["gpuhmm"] = {
                 "wall_s": round(wall, 3),
-                "tcups": round(cells / wall / 1e12, 4), "gcups": round(cells / wall / 1e9, 2),
+                "tcups": round(cells / wall / 1e12, 4),
+                "gcups": round(cells / wall / 1e9, 2),
                 "stages_s": {name: round(seconds, 3) for name, seconds in stage_seconds(summary)},
                 "filters": summary.get("filters"),
                 "gpu_stages": summary.get("gpu_stages"),
                 "totals": summary.get("totals"),
-                "summary_cells": summary.get("cells"), "tasks": summary.get("tasks"),
-                "task_seconds": summary.get("task_seconds"), "db_shards": summary.get("db_shards"),
-                "model_shards": summary.get("model_shards"), "cluster": summary.get("cluster"),
+                "summary_cells": summary.get("cells"),
+                "tasks": summary.get("tasks"),
+                "task_seconds": summary.get("task_seconds"),
+                "db_shards": summary.get("db_shards"),
+                "model_shards": summary.get("model_shards"),
+                "cluster": summary.get("cluster"),
                 "Z": summary.get("Z"),
                 "summary_stages": summary.get("stages"),
                 "gpu_utilization": utilization,
             }
             state["gpuhmm_tables"] = work / "gpuhmm"
-            log(f"gpuhmm: {wall:.1f} s ({cells / wall / 1e12:.3f} TCUPS end to end); "
-                f"stages {result['gpuhmm']['stages_s']}")
+            log(
+                f"gpuhmm: {wall:.1f} s ({cells / wall / 1e12:.3f} TCUPS end to end); "
+                f"stages {result['gpuhmm']['stages_s']}"
+            )
 
         step("gpuhmm", gpuhmm_full)
 
@@ -478,9 +572,21 @@ def main(argv=None):
             if args.backend == "cpu":
                 return
             out_json = work / "viterbi.json"
-            run_timed([sys.executable, str(HERE / "viterbi.py"), "--models", str(state["models_path"]),
-                       "--proteome", str(args.proteome), "--throughput-only", "--out", str(out_json)],
-                      work / "viterbi.log", env)
+            run_timed(
+                [
+                    sys.executable,
+                    str(HERE / "viterbi.py"),
+                    "--models",
+                    str(state["models_path"]),
+                    "--proteome",
+                    str(args.proteome),
+                    "--throughput-only",
+                    "--out",
+                    str(out_json),
+                ],
+                work / "viterbi.log",
+                env,
+            )
             result["viterbi"] = json.loads(out_json.read_text())["throughput"]
             result["viterbi_tcups"] = result["viterbi"]["tcups"]
             log(f"Viterbi kernel alone: {result['viterbi_tcups']} TCUPS")
@@ -516,27 +622,32 @@ def main(argv=None):
             cells = result["cells"]
             result["peer_wall_s"] = round(wall, 3)
             result["peer"] = {
-                "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}", "threads": threads,
-                "wall_s": round(wall, 3), "gcups": round(cells / wall / 1e9, 2),
-                "read_models_s": round(read_models, 3), "read_sequences_s": round(read_sequences, 3),
+                "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}",
+                "threads": threads,
+                "wall_s": round(wall, 3),
+                "gcups": round(cells / wall / 1e9, 2),
+                "read_models_s": round(read_models, 3),
+                "read_sequences_s": round(read_sequences, 3),
                 "read_s": round(read_models + read_sequences, 3),
                 "write_tables_s": round(written, 3),
             }
             if result.get("wall_s"):
                 result["speedup_vs_pyhmmer"] = round(wall / result["wall_s"], 3)
                 result["speedup_vs_pyhmmer_with_reading"] = round(
-                    (wall + read_models + read_sequences) / result["wall_s"], 3)
+                    (wall + read_models + read_sequences) / result["wall_s"], 3
+                )
             log(f"peer: {wall:.1f} s ({cells / wall / 1e9:.1f} GCUPS), tables written in {written:.1f} s")
             if state.get("gpuhmm_tables"):
                 differences = compare_tables(state["gpuhmm_tables"], work / "peer")
-                result["tables_identical"] = (all(d is None for d in differences.values())
-                                             and all(run["tables_as_first_run"] for run in result["gpuhmm_runs"]))
-                result["table_lines"] = {flag: sum(1 for line in open(path) if not line.startswith("#"))
-                                         for flag, path in paths.items()}
+                result["tables_identical"] = all(d is None for d in differences.values()) and all(
+                    run["tables_as_first_run"] for run in result["gpuhmm_runs"]
+                )
+                result["table_lines"] = {
+                    flag: sum(1 for line in open(path) if not line.startswith("#")) for flag, path in paths.items()
+                }
                 if not result["tables_identical"]:
                     result["table_differences"] = {f: d for f, d in differences.items() if d is not None}
-                log(f"tables identical to the peer's: {result['tables_identical']} "
-                    f"(rows: {result['table_lines']})")
+                log(f"tables identical to the peer's: {result['tables_identical']} (rows: {result['table_lines']})")
 
         if not args.skip_peer:
             step("peer", peer)
@@ -550,25 +661,51 @@ def main(argv=None):
             one = work / "one.faa"
             with open(state["sub_path"]) as source:
                 one.write_text(source.readline() + source.readline())
-            fixed = run_timed([hmmsearch_binary, "--cpu", str(threads), "--noali", "-o", os.devnull,
-                               "--tblout", os.devnull, str(state["models_path"]), str(one)],
-                              work / "hmmsearch-one.log")
+            fixed = run_timed(
+                [
+                    hmmsearch_binary,
+                    "--cpu",
+                    str(threads),
+                    "--noali",
+                    "-o",
+                    os.devnull,
+                    "--tblout",
+                    os.devnull,
+                    str(state["models_path"]),
+                    str(one),
+                ],
+                work / "hmmsearch-one.log",
+            )
             paths = table_paths(work / "hmmsearch")
-            command = [hmmsearch_binary, "--cpu", str(threads), "--noali", "-o", os.devnull, *table_flags(paths),
-                       str(state["models_path"]), str(state["sub_path"])]
+            command = [
+                hmmsearch_binary,
+                "--cpu",
+                str(threads),
+                "--noali",
+                "-o",
+                os.devnull,
+                *table_flags(paths),
+                str(state["models_path"]),
+                str(state["sub_path"]),
+            ]
             entry["command"] = shlex.join(command)
             wall = run_timed(command, work / "hmmsearch.log")
             scale = result["residues"] / entry["residues"]
-            entry.update({
-                "wall_s": round(wall, 3), "gcups": round(entry["cells"] / wall / 1e9, 2),
-                "one_sequence_s": round(fixed, 3),
-                "estimated_full_s": round(wall * scale, 1),
-                "estimated_full_affine_s": round(fixed + max(0.0, wall - fixed) * scale, 1),
-            })
+            entry.update(
+                {
+                    "wall_s": round(wall, 3),
+                    "gcups": round(entry["cells"] / wall / 1e9, 2),
+                    "one_sequence_s": round(fixed, 3),
+                    "estimated_full_s": round(wall * scale, 1),
+                    "estimated_full_affine_s": round(fixed + max(0.0, wall - fixed) * scale, 1),
+                }
+            )
             if result.get("wall_s"):
                 result["speedup_vs_hmmsearch"] = round(wall * scale / result["wall_s"], 2)
-            log(f"hmmsearch on the subsample: {wall:.1f} s (one sequence: {fixed:.1f} s), "
-                f"estimated {wall * scale:.0f} s on the whole database")
+            log(
+                f"hmmsearch on the subsample: {wall:.1f} s (one sequence: {fixed:.1f} s), "
+                f"estimated {wall * scale:.0f} s on the whole database"
+            )
 
         def gpuhmm_subsample():
             entry = result["hmmsearch"]
@@ -582,8 +719,10 @@ def main(argv=None):
                 entry["tables_identical"] = all(d is None for d in differences.values())
                 if not entry["tables_identical"]:
                     entry["table_differences"] = {f: d for f, d in differences.items() if d is not None}
-                log(f"gpuhmm on the subsample: {wall:.1f} s; tables identical to hmmsearch's: "
-                    f"{entry['tables_identical']}")
+                log(
+                    f"gpuhmm on the subsample: {wall:.1f} s; tables identical to hmmsearch's: "
+                    f"{entry['tables_identical']}"
+                )
 
         if state.get("sub_path"):
             step("hmmsearch", hmmsearch)
@@ -599,11 +738,13 @@ def main(argv=None):
         result["errors"]["plot"] = f"{type(error).__name__}: {error}"
     save()
     hmmsearch_entry = result.get("hmmsearch") or {}
-    log(f"gpuhmm {result['wall_s']} s, pyhmmer {result['peer_wall_s']} s "
+    log(
+        f"gpuhmm {result['wall_s']} s, pyhmmer {result['peer_wall_s']} s "
         f"({threads} threads): speed-up {result['speedup_vs_pyhmmer']}; hmmsearch estimated "
         f"{hmmsearch_entry.get('estimated_full_s')} s; tables identical: {result['tables_identical']} "
         f"(vs hmmsearch on the subsample: {hmmsearch_entry.get('tables_identical')}); "
-        f"errors: {list(result['errors']) or 'none'}")
+        f"errors: {list(result['errors']) or 'none'}"
+    )
     log(f"written {out} and {png}")
     return 1 if result["errors"] else 0
 

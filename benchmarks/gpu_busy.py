@@ -32,10 +32,10 @@ from pathlib import Path
 import cupy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from endtoend import gpu_name  # noqa: E402
-
 from gpuhmm import cli  # noqa: E402
-from gpuhmm.gpu import GpuEngine  # noqa: E402
+from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
+
+from endtoend import gpu_name  # noqa: E402
 
 BIN_SECONDS = 0.5
 
@@ -81,8 +81,13 @@ class Launches:
         found = []
         for kind, start, end in self._events:
             end.synchronize()
-            found.append((kind, cupy.cuda.get_elapsed_time(self._reference, start) / 1e3,
-                          cupy.cuda.get_elapsed_time(self._reference, end) / 1e3))
+            found.append(
+                (
+                    kind,
+                    cupy.cuda.get_elapsed_time(self._reference, start) / 1e3,
+                    cupy.cuda.get_elapsed_time(self._reference, end) / 1e3,
+                )
+            )
         return found
 
 
@@ -127,8 +132,10 @@ def report(launches, summary_path):
         "kernel_span_s": round(last - first, 3),
         "gpu_busy_s": round(busy, 3),
         "gpu_busy_share_of_search": round(busy / stages["search"], 3) if stages["search"] else None,
-        "kernels": {kind: {"launches": entry["launches"], "summed_s": round(entry["summed_s"], 3)}
-                    for kind, entry in sorted(kinds.items())},
+        "kernels": {
+            kind: {"launches": entry["launches"], "summed_s": round(entry["summed_s"], 3)}
+            for kind, entry in sorted(kinds.items())
+        },
         f"busy_share_per_{BIN_SECONDS}_s": busy_per_bin(union, BIN_SECONDS),
     }
 

@@ -31,10 +31,11 @@ import numpy as np
 import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchdb import make_database, read_digital  # noqa: E402
+from gpuhmm.engine import filters, tuning  # noqa: E402
+from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
+from gpuhmm.stages import msvfilter  # noqa: E402
 
-from gpuhmm import msv, prefilter, tuning  # noqa: E402
-from gpuhmm.gpu import GpuEngine  # noqa: E402
+from benchdb import make_database, read_digital  # noqa: E402
 
 LENGTHS = (10, 25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1000, 1200, 1600, 2000, 2400)
 
@@ -61,17 +62,17 @@ def n_past_msv(hmm, block):
 
 def check_exact(engine, hmms, sequences, threads, label):
     alphabet = hmms[0].alphabet
-    shard = prefilter.FilterShard.from_digital(sequences)
-    models = msv.msv_models(hmms)
+    shard = filters.FilterShard.from_digital(sequences)
+    models = msvfilter.msv_models(hmms)
     started = time.perf_counter()
     scores = np.full((len(models), shard.sequences), np.nan, dtype=np.float32)  # F1 = 1: every score
     passed = np.zeros((len(models), shard.sequences), dtype=bool)
     undecided = 0
     for start in range(0, len(models), 256):
-        every = prefilter.f1_filter(engine, models[start:start + 256], shard, 1.0)
+        every = filters.f1_filter(engine, models[start : start + 256], shard, 1.0)
         scores[start + every.pair_model, every.pair_sequence] = every.scores
         undecided += len(every.undecided_model)
-        chosen = prefilter.f1_filter(engine, models[start:start + 256], shard, 0.02)
+        chosen = filters.f1_filter(engine, models[start : start + 256], shard, 0.02)
         passed[start + chosen.pair_model, chosen.pair_sequence] = True
     gpu_seconds = time.perf_counter() - started
     block = pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
@@ -84,19 +85,35 @@ def check_exact(engine, hmms, sequences, threads, label):
     for hmm, model, got, got_passed, reference, count in zip(hmms, models, scores, passed, expected, counts):
         same = (got == reference) | (np.isinf(got) & np.isinf(reference))
         same = same[nonempty]
-        reference_pass = (msv.f1_pvalues(model, reference, shard.null1) <= 0.02) & nonempty
+        reference_pass = (msvfilter.f1_pvalues(model, reference, shard.null1) <= 0.02) & nonempty
         pass_same = np.array_equal(reference_pass, got_passed) and int(got_passed.sum()) == count
         pairs += int(nonempty.sum())
         identical += int(same.sum())
         passes_identical += pass_same
         if not same.all() or not pass_same:
-            mismatches.append({"model": hmm.name, "M": hmm.M, "score_mismatches": int((~same).sum()),
-                               "gpu_pass": int(got_passed.sum()), "pyhmmer_pass": count})
-    print(f"[exact:{label}] {identical}/{pairs} scores identical, {passes_identical}/{len(hmms)} pass sets; "
-          f"gpu filter {gpu_seconds:.1f} s", flush=True)
-    return {"pairs": pairs, "identical": identical, "models": len(hmms),
-            "pass_sets_identical": passes_identical, "overflows": int(np.isinf(scores).sum()),
-            "ssv_undecided": undecided, "mismatches": mismatches[:20]}
+            mismatches.append(
+                {
+                    "model": hmm.name,
+                    "M": hmm.M,
+                    "score_mismatches": int((~same).sum()),
+                    "gpu_pass": int(got_passed.sum()),
+                    "pyhmmer_pass": count,
+                }
+            )
+    print(
+        f"[exact:{label}] {identical}/{pairs} scores identical, {passes_identical}/{len(hmms)} pass sets; "
+        f"gpu filter {gpu_seconds:.1f} s",
+        flush=True,
+    )
+    return {
+        "pairs": pairs,
+        "identical": identical,
+        "models": len(hmms),
+        "pass_sets_identical": passes_identical,
+        "overflows": int(np.isinf(scores).sum()),
+        "ssv_undecided": undecided,
+        "mismatches": mismatches[:20],
+    }
 
 
 def random_sequences(alphabet, count, seed):
@@ -106,8 +123,9 @@ def random_sequences(alphabet, count, seed):
     frequencies = np.asarray(pyhmmer.plan7.Background(alphabet).residue_frequencies, dtype=np.float64)
     frequencies /= frequencies.sum()
     return [
-        pyhmmer.easel.DigitalSequence(alphabet, name=f"random{n}".encode(),
-                                      sequence=rng.choice(20, size=n, p=frequencies).astype(np.uint8))
+        pyhmmer.easel.DigitalSequence(
+            alphabet, name=f"random{n}".encode(), sequence=rng.choice(20, size=n, p=frequencies).astype(np.uint8)
+        )
         for n in lengths
     ]
 
@@ -131,19 +149,33 @@ def pick_models(hmms, lengths):
 def throughput(engine, hmms, shard, batch, repeats):
     rows = []
     for hmm in hmms:
-        model = msv.msv_models([hmm])[0]
+        model = msvfilter.msv_models([hmm])[0]
         for stage in ("ssv", "msv"):
             choice = tuning.choose(model.M, stage, engine.compute_capability)
             limits = tuning.table_for(engine.compute_capability)[stage]
             blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["warps_per_sm"]))
             seconds = engine.time_launch(choice, blocks, [model] * batch, shard.tjb, shard.sequences, repeats)
             tcups = batch * model.M * blocks.residues / seconds / 1e12
-            rows.append({"stage": stage, "M": model.M, "model": hmm.name, "lanes": choice.striping.S,
-                         "H": choice.striping.H, "cta_warps": choice.cta_warps, "arithmetic": choice.arithmetic, "seconds": seconds,
-                         "tcups": round(tcups, 3), "padding_ratio": round(blocks.padding_ratio, 4),
-                         "warp_balance": round(blocks.balance, 4)})
-            print(f"[tput] {stage} M={model.M:5d} S={choice.striping.S:2d} H={choice.striping.H:3d} "
-                  f"{tcups:6.2f} TCUPS pad={blocks.padding_ratio:.3f} balance={blocks.balance:.3f}", flush=True)
+            rows.append(
+                {
+                    "stage": stage,
+                    "M": model.M,
+                    "model": hmm.name,
+                    "lanes": choice.striping.S,
+                    "H": choice.striping.H,
+                    "cta_warps": choice.cta_warps,
+                    "arithmetic": choice.arithmetic,
+                    "seconds": seconds,
+                    "tcups": round(tcups, 3),
+                    "padding_ratio": round(blocks.padding_ratio, 4),
+                    "warp_balance": round(blocks.balance, 4),
+                }
+            )
+            print(
+                f"[tput] {stage} M={model.M:5d} S={choice.striping.S:2d} H={choice.striping.H:3d} "
+                f"{tcups:6.2f} TCUPS pad={blocks.padding_ratio:.3f} balance={blocks.balance:.3f}",
+                flush=True,
+            )
     return rows
 
 
@@ -156,12 +188,18 @@ def peer(hmms, digital, threads):
         pass
     seconds = time.perf_counter() - started
     cells = sum(h.M for h in hmms) * residues
-    return {"name": f"pyhmmer.hmmsearch {pyhmmer.__version__}", "threads": threads,
-            "gcups": round(cells / seconds / 1e9, 2), "seconds": round(seconds, 3), "residues": residues}
+    return {
+        "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}",
+        "threads": threads,
+        "gcups": round(cells / seconds / 1e9, 2),
+        "seconds": round(seconds, 3),
+        "residues": residues,
+    }
 
 
 def plot(rows, peer_row, path, gpu):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -169,8 +207,12 @@ def plot(rows, peer_row, path, gpu):
     for stage, marker in (("ssv", "o"), ("msv", "s")):
         points = sorted((r["M"], r["tcups"]) for r in rows if r["stage"] == stage)
         axis.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=f"gpuhmm {stage.upper()}")
-    axis.axhline(peer_row["gcups"] / 1000, color="grey", linestyle="--",
-                 label=f"pyhmmer.hmmsearch, {peer_row['threads']} threads")
+    axis.axhline(
+        peer_row["gcups"] / 1000,
+        color="grey",
+        linestyle="--",
+        label=f"pyhmmer.hmmsearch, {peer_row['threads']} threads",
+    )
     axis.set_xscale("log")
     axis.set_xlabel("model length M")
     axis.set_ylabel("TCUPS")
@@ -204,25 +246,33 @@ def main(argv=None):
     if not args.skip_exact:
         proteome = read_digital(args.proteome, alphabet)
         exact_proteome = check_exact(engine, hmms, proteome, args.threads, "proteome")
-        exact_random = check_exact(engine, hmms, random_sequences(alphabet, args.random_sequences, 7),
-                                   args.threads, "random")
-        exact = {key: exact_proteome[key] + exact_random[key]
-                 for key in ("pairs", "identical", "pass_sets_identical", "overflows", "ssv_undecided")}
+        exact_random = check_exact(
+            engine, hmms, random_sequences(alphabet, args.random_sequences, 7), args.threads, "random"
+        )
+        exact = {
+            key: exact_proteome[key] + exact_random[key]
+            for key in ("pairs", "identical", "pass_sets_identical", "overflows", "ssv_undecided")
+        }
         exact["models"] = len(hmms)
         exact["mismatches"] = exact_proteome["mismatches"] + exact_random["mismatches"]
 
     started = time.perf_counter()
     residues, offsets, _ = make_database(int(args.residues), args.proteome, args.models)
     lengths = np.diff(offsets)
-    shard = prefilter.FilterShard.build(residues, offsets, alphabet)
-    print(f"database: {len(lengths)} sequences, {int(lengths.sum())} residues "
-          f"({time.perf_counter() - started:.1f} s to build)", flush=True)
+    shard = filters.FilterShard.build(residues, offsets, alphabet)
+    print(
+        f"database: {len(lengths)} sequences, {int(lengths.sum())} residues "
+        f"({time.perf_counter() - started:.1f} s to build)",
+        flush=True,
+    )
     chosen = pick_models(hmms, LENGTHS)
     rows = throughput(engine, chosen, shard, args.batch, args.repeats)
 
     take = np.searchsorted(offsets, args.peer_residues)
-    digital = [pyhmmer.easel.DigitalSequence(alphabet, name=f"s{i}".encode(), sequence=residues[offsets[i]:offsets[i + 1]])
-               for i in range(int(take))]
+    digital = [
+        pyhmmer.easel.DigitalSequence(alphabet, name=f"s{i}".encode(), sequence=residues[offsets[i] : offsets[i + 1]])
+        for i in range(int(take))
+    ]
     peer_row = peer([h for h in chosen if not h.name.startswith("sampled")], digital, args.threads)
     print(f"[peer] {peer_row}", flush=True)
 
@@ -230,15 +280,22 @@ def main(argv=None):
         values = [r["tcups"] for r in rows if r["stage"] == stage and low <= r["M"] <= high]
         return round(float(np.median(values)), 3) if values else None
 
-    summary = {"msv_median_tcups_M100_2400": median("msv", 100, 2400),
-               "ssv_median_tcups_M100_2400": median("ssv", 100, 2400),
-               "msv_tcups_M50": median("msv", 40, 60)}
+    summary = {
+        "msv_median_tcups_M100_2400": median("msv", 100, 2400),
+        "ssv_median_tcups_M100_2400": median("ssv", 100, 2400),
+        "msv_tcups_M50": median("msv", 40, 60),
+    }
     gpu_tag = engine.name.replace("NVIDIA ", "").split()[0].lower()
     record = {
-        "gpu": engine.name, "date": datetime.date.today().isoformat(),
+        "gpu": engine.name,
+        "date": datetime.date.today().isoformat(),
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "db_residues": int(lengths.sum()), "db_sequences": int(len(lengths)),
-        "results": rows, "summary": summary, "exact": exact, "peer": peer_row,
+        "db_residues": int(lengths.sum()),
+        "db_sequences": int(len(lengths)),
+        "results": rows,
+        "summary": summary,
+        "exact": exact,
+        "peer": peer_row,
         "compute_capability": engine.architecture,
     }
     out = Path(args.out)

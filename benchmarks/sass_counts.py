@@ -18,12 +18,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-KERNELS = Path(__file__).resolve().parent.parent / "src" / "gpuhmm" / "kernels"
-SIGNATURE = ("(const uint8_t*, const long long*, const int*, const int*, const int*, int, const uint8_t*, "
-             "const long long*, const gpuhmm::ModelParameters*, const uint8_t*, int, void*)")
+KERNELS = Path(__file__).resolve().parent.parent / "src" / "gpuhmm" / "engine" / "kernels"
+SIGNATURE = (
+    "(const uint8_t*, const long long*, const int*, const int*, const int*, int, const uint8_t*, "
+    "const long long*, const gpuhmm::ModelParameters*, const uint8_t*, int, void*)"
+)
 SPECIALIZATIONS = [  # (S, H, stage, lanes, W)
-    (4, 40, 0, "Lanes16", 2), (1, 38, 0, "Lanes16", 2), (4, 40, 1, "Lanes16", 2),
-    (1, 40, 1, "Lanes16", 2), (4, 40, 0, "Lanes8", 4), (4, 40, 1, "Lanes8", 4),
+    (4, 40, 0, "Lanes16", 2),
+    (1, 38, 0, "Lanes16", 2),
+    (4, 40, 1, "Lanes16", 2),
+    (1, 40, 1, "Lanes16", 2),
+    (4, 40, 0, "Lanes8", 4),
+    (4, 40, 1, "Lanes8", 4),
 ]
 CTA_WARPS = 8
 
@@ -37,7 +43,9 @@ def main():
         source = Path(scratch) / "instances.cu"
         lines = [f'#include "{KERNELS / "msv.cu"}"']
         for S, H, stage, lanes, _ in SPECIALIZATIONS:
-            lines.append(f"template __global__ void gpuhmm::msv_stage<{S},{H},{stage},gpuhmm::{lanes},{CTA_WARPS}>{SIGNATURE};")
+            lines.append(
+                f"template __global__ void gpuhmm::msv_stage<{S},{H},{stage},gpuhmm::{lanes},{CTA_WARPS}>{SIGNATURE};"
+            )
         source.write_text("\n".join(lines) + "\n")
         cubin = Path(scratch) / "instances.cubin"
         subprocess.run(["nvcc", "-std=c++17", f"-arch=sm_{args.arch}", "-cubin", "-o", cubin, source], check=True)
@@ -54,11 +62,19 @@ def main():
         )
         cells = 4 * H * W
         total = sum(opcodes.values())
-        print(json.dumps({
-            "S": S, "H": H, "stage": "msv" if stage else "ssv", "lanes": lanes, "instructions": total,
-            "per_cell_all": round(total / cells, 3),
-            "per_cell": {op: round(n / cells, 3) for op, n in opcodes.most_common(12)},
-        }))
+        print(
+            json.dumps(
+                {
+                    "S": S,
+                    "H": H,
+                    "stage": "msv" if stage else "ssv",
+                    "lanes": lanes,
+                    "instructions": total,
+                    "per_cell_all": round(total / cells, 3),
+                    "per_cell": {op: round(n / cells, 3) for op, n in opcodes.most_common(12)},
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,17 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from benchdb import homolog_count, make_database, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import compare_tables  # noqa: E402
-from endtoend import (default_threads, gpu_name, gpu_tag, open_models, read_summary, run_timed,  # noqa: E402
-                      table_flags, table_paths)
+from endtoend import (  # noqa: E402
+    default_threads,
+    gpu_name,
+    gpu_tag,
+    gpuhmm_search,
+    open_models,
+    read_summary,
+    run_timed,
+    table_flags,
+    table_paths,
+)
 
 
 def log(message):
@@ -72,8 +81,10 @@ def plot(result, path):
     right.set_xticks(gpus)
     right.set_xlabel("GPUs")
     right.set_ylabel("parallel efficiency, wall(1) / (g · wall(g))")
-    figure.suptitle(f"{result['models']} models × {result['residues'] / 1e6:.1f} M residues, "
-                    f"{result['gpu'] or 'no GPU (a smoke test of the CPU backend)'}")
+    figure.suptitle(
+        f"{result['models']} models × {result['residues'] / 1e6:.1f} M residues, "
+        f"{result['gpu'] or 'no GPU (a smoke test of the CPU backend)'}"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
@@ -85,12 +96,18 @@ def main(argv=None):
     parser.add_argument("--first", type=int, help="use the first N models [all]")
     parser.add_argument("--residues", type=float, default=400e6, help="database residues, at least [4e8]")
     parser.add_argument("--db-shards", type=int, default=16, help="database shards [16]")
-    parser.add_argument("--gpus", type=int, nargs="*", default=[1, 2, 4], help="GPU counts [1 2 4]; none: only make the database")
+    parser.add_argument(
+        "--gpus", type=int, nargs="*", default=[1, 2, 4], help="GPU counts [1 2 4]; none: only make the database"
+    )
     parser.add_argument("--threads", type=int, default=default_threads(), help="host threads in all [every one]")
     parser.add_argument("--seed", type=int, default=20261121)
-    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu", help="gpuhmm's --backend [gpu]; cpu for a smoke test")
+    parser.add_argument(
+        "--backend", choices=("gpu", "cpu"), default="gpu", help="gpuhmm's --backend [gpu]; cpu for a smoke test"
+    )
     parser.add_argument("--out", type=Path, help="result JSON [benchmarks/results/scaling-<gpu>.json]")
-    parser.add_argument("--work", type=Path, help="keep the database, tables and logs here, and reuse them [a temporary directory]")
+    parser.add_argument(
+        "--work", type=Path, help="keep the database, tables and logs here, and reuse them [a temporary directory]"
+    )
     args = parser.parse_args(argv)
 
     name, driver = gpu_name()
@@ -100,11 +117,20 @@ def main(argv=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
     result = {
-        "benchmark": "scaling", "gpu": name, "gpu_driver": driver,
+        "benchmark": "scaling",
+        "gpu": name,
+        "gpu_driver": driver,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv])),
-        "threads": args.threads, "gpus": args.gpus, "models": None, "residues": None, "db_shards": args.db_shards,
-        "wall_s": {}, "efficiency": {}, "tables_identical": None, "runs": {},
+        "threads": args.threads,
+        "gpus": args.gpus,
+        "models": None,
+        "residues": None,
+        "db_shards": args.db_shards,
+        "wall_s": {},
+        "efficiency": {},
+        "tables_identical": None,
+        "runs": {},
     }
 
     def save():
@@ -112,9 +138,15 @@ def main(argv=None):
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     models_path = work / "models.h3m"
-    database = {"models_file": str(args.models), "first": args.first, "proteome": str(args.proteome),
-                "requested_residues": args.residues, "seed": args.seed, "db_shards": args.db_shards,
-                "warmup": "homologs"}
+    database = {
+        "models_file": str(args.models),
+        "first": args.first,
+        "proteome": str(args.proteome),
+        "requested_residues": args.residues,
+        "seed": args.seed,
+        "db_shards": args.db_shards,
+        "warmup": "homologs",
+    }
     made = work / "database.json"
     if made.exists() and json.loads(made.read_text())["options"] == database:
         result.update(json.loads(made.read_text())["made"])
@@ -133,26 +165,52 @@ def main(argv=None):
                 hmm.write(written, binary=True)
                 result["models"] = count + 1
         started = time.perf_counter()
-        residues, offsets, names = make_database(int(args.residues), args.proteome, models_path, seed=args.seed,
-                                                 at_least=True, fast=True)
+        residues, offsets, names = make_database(
+            int(args.residues), args.proteome, models_path, seed=args.seed, at_least=True, fast=True
+        )
         write_fasta(work / "db.faa", residues, offsets, names)
         homologs = range(homolog_count(args.proteome, result["models"]))
         write_fasta(work / "warmup.faa", residues, offsets, names, indices=homologs)
         result.update(residues=int(offsets[-1]), sequences=len(names))
         del residues, offsets, names
-        run_timed([sys.executable, "-m", "gpuhmm", "makedb", str(work / "db.faa"), str(work / "db"),
-                   "--shards", str(args.db_shards)], work / "makedb.log", env)
+        run_timed(
+            [
+                sys.executable,
+                "-m",
+                "gpuhmm",
+                "makedb",
+                str(work / "db.faa"),
+                str(work / "db"),
+                "--shards",
+                str(args.db_shards),
+            ],
+            work / "makedb.log",
+            env,
+        )
         (work / "db.faa").unlink()
         os.sync()  # the database's gigabytes are on disk before any timed run, not written back during one
         result["database_s"] = round(time.perf_counter() - started, 1)
-        made.write_text(json.dumps({"options": database, "made": {
-            key: result[key] for key in ("models", "residues", "sequences", "database_s")}}))
+        made.write_text(
+            json.dumps(
+                {
+                    "options": database,
+                    "made": {key: result[key] for key in ("models", "residues", "sequences", "database_s")},
+                }
+            )
+        )
     result["database"] = database
-    log(f"{result['models']} models; database of {result['residues']} residues in {args.db_shards} shards "
-        f"({result['database_s']} s)")
+    log(
+        f"{result['models']} models; database of {result['residues']} residues in {args.db_shards} shards "
+        f"({result['database_s']} s)"
+    )
 
-    warm = [sys.executable, "-m", "gpuhmm", "search", "--backend", args.backend, "--cpu", str(args.threads),
-            "--tblout", str(work / "warmup.txt"), str(models_path), str(work / "warmup.faa")]
+    warm = [
+        *gpuhmm_search(args.backend, args.threads),
+        "--tblout",
+        str(work / "warmup.txt"),
+        str(models_path),
+        str(work / "warmup.faa"),
+    ]
     result["compile_warmup_s"] = round(run_timed(warm, work / "warmup.log", dict(env, CUDA_VISIBLE_DEVICES="0")), 1)
     log(f"warm-up: {result['compile_warmup_s']} s")
     if max(args.gpus, default=1) > 1:
@@ -165,18 +223,31 @@ def main(argv=None):
     for gpus in args.gpus:
         tables = table_paths(work / f"gpus-{gpus}")
         summary_path = work / f"gpus-{gpus}" / "summary.json"
-        command = [sys.executable, "-m", "gpuhmm", "search", "--backend", args.backend, "--cpu", str(args.threads),
-                   *table_flags(tables), "--summary", str(summary_path), str(models_path), str(work / "db")]
+        command = [
+            *gpuhmm_search(args.backend, args.threads),
+            *table_flags(tables),
+            "--summary",
+            str(summary_path),
+            str(models_path),
+            str(work / "db"),
+        ]
         visible = ",".join(str(device) for device in range(gpus))
         wall = run_timed(command, work / f"gpus-{gpus}.log", dict(env, CUDA_VISIBLE_DEVICES=visible))
         summary = read_summary(summary_path) or {}
         result["wall_s"][str(gpus)] = round(wall, 3)
         result["runs"][str(gpus)] = {
-            "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command), "cluster": summary.get("cluster"),
-            "stages": summary.get("stages"), "tasks": summary.get("tasks"), "filters": summary.get("filters"),
-            "workers": summary.get("workers"), "gpu_stages": summary.get("gpu_stages"),
-            "log": [line for line in (work / f"gpus-{gpus}.log").read_text(errors="replace").splitlines()
-                    if "gpuhmm:" in line and " tasks, " not in line],
+            "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command),
+            "cluster": summary.get("cluster"),
+            "stages": summary.get("stages"),
+            "tasks": summary.get("tasks"),
+            "filters": summary.get("filters"),
+            "workers": summary.get("workers"),
+            "gpu_stages": summary.get("gpu_stages"),
+            "log": [
+                line
+                for line in (work / f"gpus-{gpus}.log").read_text(errors="replace").splitlines()
+                if "gpuhmm:" in line and " tasks, " not in line
+            ],
         }
         others = sorted(int(g) for g in result["wall_s"] if int(g) != gpus)
         if others:

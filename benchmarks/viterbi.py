@@ -5,8 +5,8 @@ Run on the GPU machine, from the repository root:
     python benchmarks/viterbi.py --models pfam-subset-1000.h3m.gz --proteome proteome.faa
 
 1. Exactness: every third model × 20 random proteins, plus each model's `hmmemit` sample (a true
-   hit; many overflow) and a long random sequence, through `prefilter.viterbi_filter` (Vit16,
-   then Vit32 where Vit16 defers); scores must equal `vitfilter.viterbi_scores`, the numpy model
+   hit; many overflow) and a long random sequence, through `filters.viterbi_filter` (Vit16,
+   then Vit32 where Vit16 defers); scores must equal `viterbi_scores`, the numpy model
    of vitfilter.c checked bit for bit against HMMER 3.4.
 2. Throughput: every model × 2,000 background sequences with the proteome's lengths (the shape
    of MSV survivors), all launches at once; TCUPS = Σ M·L over the pairs / kernel seconds.
@@ -29,10 +29,12 @@ import numpy as np
 import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchdb import emitted  # noqa: E402
+from gpuhmm.engine import filters, tuning  # noqa: E402
+from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
+from gpuhmm.engine.reference.vitfilter import viterbi_scores  # noqa: E402
+from gpuhmm.stages import vitfilter  # noqa: E402
 
-from gpuhmm import prefilter, tuning, vitfilter  # noqa: E402
-from gpuhmm.gpu import GpuEngine  # noqa: E402
+from benchdb import emitted  # noqa: E402
 
 _reference = {}
 
@@ -40,7 +42,7 @@ _reference = {}
 def _reference_scores(model):
     profiles, sequences, pair_model, pair_sequence = _reference["case"]
     chosen = np.flatnonzero(pair_model == model)
-    return chosen, vitfilter.viterbi_scores(profiles[model], [sequences[i] for i in pair_sequence[chosen]])
+    return chosen, viterbi_scores(profiles[model], [sequences[i] for i in pair_sequence[chosen]])
 
 
 def main():
@@ -69,7 +71,7 @@ def main():
         long_random = [rng.choice(20, size=n, p=frequencies).astype(np.uint8) for n in (5000, 20000, 60000)]
         sequences = proteins + hits + long_random
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in sequences])]).astype(np.int64)
-        shard = prefilter.FilterShard.build(np.concatenate(sequences), offsets, alphabet)
+        shard = filters.FilterShard.build(np.concatenate(sequences), offsets, alphabet)
         pair_model, pair_sequence = [], []
         for m in range(0, len(hmms), 3):
             chosen = rng.choice(len(proteins), 20, replace=False).tolist()
@@ -78,7 +80,7 @@ def main():
             pair_sequence += chosen
         pair_model, pair_sequence = np.array(pair_model), np.array(pair_sequence)
         started = time.perf_counter()
-        got = prefilter.viterbi_filter(engine, profiles, shard, pair_model, pair_sequence)
+        got = filters.viterbi_filter(engine, profiles, shard, pair_model, pair_sequence)
         first_call = time.perf_counter() - started
         _reference["case"] = (profiles, sequences, pair_model, pair_sequence)
         expected = np.full(len(pair_model), np.nan, dtype=np.float32)
@@ -87,14 +89,18 @@ def main():
                 expected[chosen] = scores
         same = (got == expected) | (np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected)))
         print(f"exact: {int(same.sum())}/{len(same)} (overflows {int(np.isposinf(expected).sum())})", flush=True)
-        exactness = {"pairs": len(same), "identical": int(same.sum()), "overflows": int(np.isposinf(expected).sum()),
-                     "first_call_s_with_compile": round(first_call, 2)}
+        exactness = {
+            "pairs": len(same),
+            "identical": int(same.sum()),
+            "overflows": int(np.isposinf(expected).sum()),
+            "first_call_s_with_compile": round(first_call, 2),
+        }
 
     lengths = np.array([len(p) for p in proteins if len(p)])
     pool_lengths = rng.choice(lengths, 40000)
     residues = rng.choice(20, size=int(pool_lengths.sum()), p=frequencies).astype(np.uint8)
     pool_offsets = np.concatenate([[0], np.cumsum(pool_lengths)]).astype(np.int64)
-    background_shard = prefilter.FilterShard.build(residues, pool_offsets, alphabet)
+    background_shard = filters.FilterShard.build(residues, pool_offsets, alphabet)
     n = args.pairs_per_model
     bench_model = np.repeat(np.arange(len(hmms)), n)
     bench_sequence = np.concatenate([rng.choice(len(pool_lengths), n, replace=False) for _ in hmms])
@@ -103,20 +109,37 @@ def main():
     seconds = []
     for _ in range(3):
         timing = []
-        prefilter.viterbi_filter(engine, profiles, background_shard, bench_model, bench_sequence, timing)
+        filters.viterbi_filter(engine, profiles, background_shard, bench_model, bench_sequence, timing)
         seconds.append(sum(timing))
     best = min(seconds)
-    print(f"throughput: {cells / best / 1e12:.3f} TCUPS ({len(bench_model)} pairs, {cells} cells, {best:.4f} s)", flush=True)
+    print(
+        f"throughput: {cells / best / 1e12:.3f} TCUPS ({len(bench_model)} pairs, {cells} cells, {best:.4f} s)",
+        flush=True,
+    )
     gpu = engine.name
     short = "h100" if "H100" in gpu else "h200" if "H200" in gpu else gpu.split()[-1].lower()
     out = args.out or Path(__file__).parent / "results" / f"viterbi-{short}.json"
-    out.write_text(json.dumps({
-        "benchmark": "viterbi", "gpu": gpu, "date": datetime.date.today().isoformat(),
-        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "tuning": tuning.table_for(engine.compute_capability)["viterbi"], "models": len(hmms),
-        "exactness": exactness,
-        "throughput": {"pairs": len(bench_model), "cells": cells, "kernel_s": seconds, "tcups": round(cells / best / 1e12, 3)},
-    }, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "viterbi",
+                "gpu": gpu,
+                "date": datetime.date.today().isoformat(),
+                "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+                "tuning": tuning.table_for(engine.compute_capability)["viterbi"],
+                "models": len(hmms),
+                "exactness": exactness,
+                "throughput": {
+                    "pairs": len(bench_model),
+                    "cells": cells,
+                    "kernel_s": seconds,
+                    "tcups": round(cells / best / 1e12, 3),
+                },
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"written {out}")
 
 

@@ -4,6 +4,8 @@
 import os
 import shlex
 
+import jsonschema
+import yaml
 from gpuhmm.errors import GpuhmmError
 from gpuhmm.options import SearchOptions
 from snakemake.exceptions import WorkflowError
@@ -12,9 +14,31 @@ from snakemake.utils import validate
 
 SCHEMA = "../workflow/schemas/config.schema.yaml"
 
+
+
+def config_problem(config, schema_path):
+    """The config's first problem against the schema as one line naming the key, or None.
+
+    snakemake's validate() reports a problem with the whole schema attached.
+    """
+    with open(workflow.source_path(schema_path)) as handle:
+        schema = yaml.safe_load(handle)
+    error = next(iter(jsonschema.Draft202012Validator(schema).iter_errors(config)), None)
+    if error is None:
+        return None
+    where = "config" + "".join(f".{part}" for part in error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema["properties"])
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
+    return f"{where}: {error.message}"
+
+
 # set_default only fills properties of objects that exist, so the hmmer block
 # must exist (an empty `hmmer:` line in YAML reads as null) for its defaults to apply.
 config["hmmer"] = config.get("hmmer") or {}
+if (problem := config_problem(config, SCHEMA)) is not None:
+    raise WorkflowError(problem)
 validate(config, SCHEMA)
 
 # The hmmer block is checked by gpuhmm's own option rules (the ones `gpuhmm search`
@@ -74,7 +98,9 @@ def search_resources():
         engine += f" --scheduler {shlex.quote(config['scheduler'])}"
     if config["shard_memory_gb"] is not None:
         engine += f" --shard-memory {config['shard_memory_gb']}"
-    resources = {"engine": engine}
+    # `--cpu` is the job's CPU allocation: its threads here, what a cluster profile's
+    # cpus_per_task sets there (the main process of a cluster run caps threads at its own cores).
+    resources = {"engine": engine, "cpus_per_task": lambda wildcards, threads: threads}
     if config["backend"] == "gpu":
         resources["gpu"] = 1
     return resources

@@ -5,6 +5,8 @@
 rule makedb:
     input:
         seqs=config["sequences"],
+        # The alphabet is the models', as hmmsearch takes it.
+        models=config["models"],
     output:
         manifest=f"{OUTDIR}/db/manifest.json",
         shards=DB_SHARDS,
@@ -18,7 +20,7 @@ rule makedb:
     conda:
         GPUHMM_ENV
     shell:
-        "gpuhmm makedb {input.seqs:q} {params.outdir:q} --shards {params.shards}"
+        "gpuhmm makedb {input.seqs:q} {params.outdir:q} --shards {params.shards} --models {input.models:q}"
         " > {log:q} 2>&1"
 
 

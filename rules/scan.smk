@@ -28,7 +28,7 @@ rule scan:
     conda:
         GPUHMM_ENV
     shell:
-        "gpuhmm scan {params.hmmer} {resources.engine} --cpu {threads}"
+        "gpuhmm scan {params.hmmer} {resources.engine} --cpu {resources.cpus_per_task}"
         " --tblout {output.tblout:q} --domtblout {output.domtblout:q}"
         " --pfamtblout {output.pfamtblout:q} --domains {output.domains:q}"
-        " {input.models:q} {params.db:q} > {log:q} 2>&1"
+        " -o /dev/null {input.models:q} {params.db:q} > {log:q} 2>&1"

@@ -23,6 +23,6 @@ rule search:
     conda:
         GPUHMM_ENV
     shell:
-        "gpuhmm search {params.hmmer} {resources.engine} --cpu {threads}"
-        " --hits {output.hits:q} {input.models:q} {params.db:q}"
+        "gpuhmm search {params.hmmer} {resources.engine} --cpu {resources.cpus_per_task}"
+        " --hits {output.hits:q} -o /dev/null {input.models:q} {params.db:q}"
         " > {log:q} 2>&1"

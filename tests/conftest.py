@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from hmmer_binaries import find_binary
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden"
@@ -17,19 +18,11 @@ ROOT = Path(__file__).parent.parent
 
 
 def hmmer_binary(name):
-    """A binary of the `hmmer` 3.4 wheel (the reference), else one on PATH, else skip.
-
-    The wheel's own folder comes first: its PATH entry points are wrappers that rename the
-    program in the tables' footer and turn an abort into exit status 250.
-    """
-    try:
-        import hmmer  # the PyPI package that ships HMMER's binaries
-    except ImportError:
-        found = shutil.which(name)
-        if found is None:
-            pytest.skip(f"{name} (PyPI package hmmer==3.4.0.2) is not installed")
-        return found
-    return str(Path(hmmer.__file__).parent / "data" / "bin" / name)
+    """A binary of the `hmmer` 3.4 wheel (the reference), else one on PATH, else skip."""
+    found = find_binary(name)
+    if found is None:
+        pytest.skip(f"{name} (PyPI package hmmer==3.4.0.2) is not installed")
+    return found
 
 
 def table_body(path):
@@ -53,7 +46,9 @@ def run_gpuhmm(*arguments, check=True, cwd=None):
     """The installed CLI in a fresh interpreter, as a user runs it."""
     process = subprocess.run(
         [sys.executable, "-m", "gpuhmm", *map(str, arguments)],
-        capture_output=True, text=True, cwd=cwd,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")},
     )
     if check and process.returncode != 0:
@@ -71,7 +66,7 @@ TABLES = ("tblout", "domtblout", "pfamtblout")
 
 def _gpu_present():
     try:
-        from gpuhmm import gpu
+        from gpuhmm.engine import gpu
     except Exception:  # no CuPy, or CuPy without a CUDA driver
         return False
     return gpu.device_count() > 0
@@ -119,16 +114,35 @@ def msv_filter_scores(hmm, sequences):
 
 
 def filter_shard(sequences):
-    """A prefilter shard of pyhmmer digital sequences, in the given order."""
-    from gpuhmm import prefilter
+    """A filter shard of pyhmmer digital sequences, in the given order."""
+    from gpuhmm.engine.filters import FilterShard
 
-    return prefilter.FilterShard.from_digital(sequences)
+    return FilterShard.from_digital(sequences)
 
 
 def filter_profiles(hmms, background):
     """Per model, the Viterbi-filter and Forward-filter parameters the GPU stages read."""
-    from gpuhmm import fwdfilter, vitfilter
+    from gpuhmm.stages import fwdfilter, vitfilter
 
     written = vitfilter.configured(hmms, background)
-    return (vitfilter.viterbi_profiles(hmms, background, written),
-            [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)])
+    return (
+        vitfilter.viterbi_profiles(hmms, background, written),
+        [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)],
+    )
+
+
+def header_block(text):
+    """A report's lines up to its second rule and the blank line after it."""
+    lines = text.splitlines(keepends=True)
+    rules = [index for index, line in enumerate(lines) if line.startswith("# - - - -")]
+    assert len(rules) == 2 and lines[rules[1] + 1] == "\n", "no header block"
+    return lines[: rules[1] + 2]
+
+
+def without_timing(text):
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(("# CPU time:", "# Mc/sec:")))
+
+
+def report_body(text):
+    """A report without its header block and its timing lines."""
+    return without_timing("".join(text.splitlines(keepends=True)[len(header_block(text)) :]))

@@ -96,8 +96,11 @@ def test_truncated_gzip_sequence_file(tmp_path, kept_bytes):
 
 
 def test_alphabet_mismatch(tmp_path):
+    """A database built as nucleotides does not meet protein models (a FASTA file is read in the
+    models' alphabet, as hmmsearch reads it)."""
     dna = _write(tmp_path / "dna.faa", ">chr\n" + "ACGTTGCAAGCT" * 50 + "\n")
-    _assert_refused(tmp_path, [TINY, dna], "dna.faa", "alphabet mismatch")
+    run_gpuhmm("makedb", dna, tmp_path / "dna-db", "--alphabet", "dna")
+    _assert_refused(tmp_path, [TINY, tmp_path / "dna-db"], "dna-db", "alphabet mismatch")
 
 
 def test_sequence_over_hmmer_limit(tmp_path):
@@ -113,20 +116,23 @@ def test_sequence_at_hmmer_limit_is_searched(tmp_path):
     assert (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize("arguments, words", [
-    (["-E", "0"], ["-E", "> 0"]),
-    (["-E", "ten"], ["-E", "not a number"]),
-    (["--domE", "-1"], ["--domE", "> 0"]),
-    (["-Z", "0"], ["-Z", "> 0"]),
-    (["--F1", "0"], ["--F1", "> 0"]),
-    (["--cut_ga", "-E", "1"], ["--cut_ga", "-E"]),
-    (["--cut_ga", "--cut_tc"], ["--cut_tc"]),
-    (["--max", "--F1", "0.1"], ["--max", "--F1"]),
-    (["--seed", "-3"], ["--seed"]),
-    (["--cpu", "0"], ["--cpu"]),
-    (["--db-shards", "0"], ["--db-shards"]),
-    (["--backend", "tpu"], ["--backend"]),
-])
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        (["-E", "0"], ["-E", "> 0"]),
+        (["-E", "ten"], ["-E", "not a number"]),
+        (["--domE", "-1"], ["--domE", "> 0"]),
+        (["-Z", "0"], ["-Z", "> 0"]),
+        (["--F1", "0"], ["--F1", "> 0"]),
+        (["--cut_ga", "-E", "1"], ["--cut_ga", "-E"]),
+        (["--cut_ga", "--cut_tc"], ["--cut_tc"]),
+        (["--max", "--F1", "0.1"], ["--max", "--F1"]),
+        (["--seed", "-3"], ["--seed"]),
+        (["--cpu", "-1"], ["--cpu"]),
+        (["--db-shards", "0"], ["--db-shards"]),
+        (["--backend", "tpu"], ["--backend"]),
+    ],
+)
 def test_bad_option_values(tmp_path, arguments, words):
     _assert_refused(tmp_path, [*arguments, TINY, PROTEINS], *words)
 

@@ -12,7 +12,9 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm import biasfilter, vitfilter
+from gpuhmm.engine import filters
+from gpuhmm.engine.reference.biasfilter import bias_scores
+from gpuhmm.stages import biasfilter, vitfilter
 
 START = np.array([0.999, 0.001], dtype=np.float32)
 
@@ -90,20 +92,21 @@ def test_prepared_terms_reproduce_bias_scores(pfam_test_data):
     p1, length_term, tail_term = biasfilter.length_terms([len(s) for s in sequences])
     assert p1.dtype == length_term.dtype == tail_term.dtype == np.float32
 
-    pair_model, pair_sequence = (a.ravel().astype(np.int32) for a in np.meshgrid(
-        np.arange(len(profiles)), np.arange(len(sequences)), indexing="ij"))
-    scores, uncertain = emulate_kernel(sequences, pair_model, pair_sequence, odds, leave1, stay1,
-                                       p1, length_term, tail_term)
-    expected = np.concatenate([vitfilter.bias_scores(p, frequencies, sequences) for p in profiles])
+    pair_model, pair_sequence = (
+        a.ravel().astype(np.int32)
+        for a in np.meshgrid(np.arange(len(profiles)), np.arange(len(sequences)), indexing="ij")
+    )
+    scores, uncertain = emulate_kernel(
+        sequences, pair_model, pair_sequence, odds, leave1, stay1, p1, length_term, tail_term
+    )
+    expected = np.concatenate([bias_scores(p, frequencies, sequences) for p in profiles])
     assert uncertain.mean() < 0.01
-    resolved = biasfilter.resolve_uncertain(scores, uncertain, pair_model, pair_sequence, profiles,
-                                            frequencies, sequences)
+    resolved = filters.resolve_uncertain(scores, uncertain, pair_model, pair_sequence, profiles, frequencies, sequences)
     assert resolved.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
     # Flagged pairs are rescored whatever the kernel wrote for them.
     forced = uncertain | (rng.random(len(scores)) < 0.05)
     garbage = np.where(forced, np.float32(np.nan), scores)
-    resolved = biasfilter.resolve_uncertain(garbage, forced, pair_model, pair_sequence, profiles,
-                                            frequencies, sequences)
+    resolved = filters.resolve_uncertain(garbage, forced, pair_model, pair_sequence, profiles, frequencies, sequences)
     assert resolved.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
 
 
@@ -123,7 +126,7 @@ def test_logs_near_a_float32_rounding_boundary_are_flagged():
 
 def test_length_terms_match_bias_scores_steps():
     """p1, L·logf(p1) and logf(1 − p1) as bias_scores rounds them, repeated lengths and L = 0 included."""
-    logf = vitfilter._logf()
+    logf = vitfilter.libm_logf()
     lengths = np.array([5, 0, 1, 5, 100_000, 33, 1])
     p1, length_term, tail_term = biasfilter.length_terms(lengths)
     for L, a, b, c in zip(lengths.tolist(), p1, length_term, tail_term):

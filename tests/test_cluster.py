@@ -23,11 +23,20 @@ import pyhmmer
 import pytest
 import yaml
 
-from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
-from gpuhmm import _cudadriver, _tophits, cluster, pipeline, seqdb
-from gpuhmm.models import ModelsOnDisk, read_models
-from gpuhmm.options import SearchOptions
+from gpuhmm import cluster
 from gpuhmm.cli import main
+from gpuhmm.db import database as seqdb
+from gpuhmm.db.models import ModelsOnDisk, read_models
+from gpuhmm.engine import cudadriver
+from gpuhmm.options import SearchOptions
+from gpuhmm.output import tophits
+from gpuhmm.tasks import SearchTask, SharedContext
+from gpuhmm.worker import STATE, run_task
+from gpuhmm.worker.models import ConfiguredModels
+from gpuhmm.worker.shards import ResidentShards
+from gpuhmm.worker.state import worker_name
+
+from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 
 
 @pytest.mark.parametrize("visible, count", [("0,1,2", 3), ("GPU-5f2c,GPU-77ab", 2), ("1,-1,0", 1), ("", 0), ("-1", 0)])
@@ -48,14 +57,25 @@ def test_auto_without_dask_cuda_keeps_the_local_cluster(monkeypatch):
 
 def test_a_cluster_of_workers_gets_a_shard_each_and_hmmsearchs_tables(tmp_path):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL) as local:
-        status = main([
-            "search", "--backend", "cpu", "--scheduler", local.scheduler_address, "--db-shards", "1",
-            "--summary", str(tmp_path / "summary.json"),
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            str(DATA / "pfam-test.h3m.gz"), str(DATA / "proteins.faa"),
-        ])
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
+    ) as local:
+        status = main(
+            [
+                "search",
+                "--backend",
+                "cpu",
+                "--scheduler",
+                local.scheduler_address,
+                "--db-shards",
+                "1",
+                "--summary",
+                str(tmp_path / "summary.json"),
+                *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+                str(DATA / "pfam-test.h3m.gz"),
+                str(DATA / "proteins.faa"),
+            ]
+        )
     assert status == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["db_shards"] == 2
@@ -82,8 +102,9 @@ class _StandInCUDACluster(distributed.LocalCluster):
     def new_worker_spec(self):
         first = len(self.worker_spec)
         spec = copy.deepcopy(self.new_spec)
-        spec["options"]["env"] = {"CUDA_VISIBLE_DEVICES": ",".join(
-            str((first + offset) % self.gpus) for offset in range(self.gpus))}
+        spec["options"]["env"] = {
+            "CUDA_VISIBLE_DEVICES": ",".join(str((first + offset) % self.gpus) for offset in range(self.gpus))
+        }
         # dask-cuda's CUDA-context preload (dask_cuda is not installed here: a worker left
         # with it fails to start).
         spec["options"]["preload"] = [cluster.CONTEXT_PRELOAD]
@@ -99,9 +120,9 @@ def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu
     stand_in.LocalCUDACluster = _StandInCUDACluster
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
     with cluster.DaskExecutor(workers=2, gpus=2) as executor:
-        imported = executor.client().run(lambda: "gpuhmm.pipeline" in sys.modules)
-        # A call of its own, after the check: unpickling a function that names `pipeline` imports it.
-        named = executor.client().run(lambda: (pipeline._worker_name(), os.getpid()))
+        imported = executor.client().run(lambda: "gpuhmm.worker" in sys.modules)
+        # A call of its own, after the check: unpickling a function that names `worker` imports it.
+        named = executor.client().run(lambda: (worker_name(), os.getpid()))
         visible = executor.client().run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         preloads = executor.client().run(lambda dask_worker: [preload.name for preload in dask_worker.preloads])
     assert list(imported.values()) == [True, True]
@@ -133,7 +154,7 @@ def test_an_executor_of_local_gpus_opens_the_cuda_driver_as_it_starts(monkeypatc
     calls = []
     monkeypatch.setattr(cluster, "_start_worker_forkserver", lambda: None)
     monkeypatch.setattr(cluster.DaskExecutor, "_start", lambda self: None)
-    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(calls))
+    monkeypatch.setattr(cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(calls))
     cluster.DaskExecutor(workers=2, gpus=gpus)._starting.join()
     for thread in threading.enumerate():
         if thread.name == "gpuhmm-cuda-driver":
@@ -141,23 +162,26 @@ def test_an_executor_of_local_gpus_opens_the_cuda_driver_as_it_starts(monkeypatc
     assert calls == opened
 
 
-@pytest.mark.parametrize("failing, calls, retained", [
-    (None, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"], True),
-    ("cuInit", ["cuInit"], False),
-    ("cuDeviceGet", ["cuInit", "cuDeviceGet"], False),
-])
+@pytest.mark.parametrize(
+    "failing, calls, retained",
+    [
+        (None, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"], True),
+        ("cuInit", ["cuInit"], False),
+        ("cuDeviceGet", ["cuInit", "cuDeviceGet"], False),
+    ],
+)
 def test_cuda_starts_through_the_driver_and_leaves_its_failures_to_cupy(monkeypatch, failing, calls, retained):
     made = []
-    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(made, failing))
-    assert _cudadriver.retain_primary_context() is retained
+    monkeypatch.setattr(cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(made, failing))
+    assert cudadriver.retain_primary_context() is retained
     assert made == calls
 
     def no_driver(name):
         raise OSError(f"{name}: cannot open shared object file")
 
-    monkeypatch.setattr(_cudadriver.ctypes, "CDLL", no_driver)
-    assert _cudadriver.open_driver() is False
-    assert _cudadriver.retain_primary_context() is False
+    monkeypatch.setattr(cudadriver.ctypes, "CDLL", no_driver)
+    assert cudadriver.open_driver() is False
+    assert cudadriver.retain_primary_context() is False
 
 
 def test_jobqueue_profile_asks_slurm_for_a_gpu_worker_per_job():
@@ -179,8 +203,9 @@ def _leave_mark(directory, threads):
 
 
 def test_prepare_workers_reaches_every_worker_and_those_that_join(tmp_path):
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL) as local:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
+    ) as local:
         with cluster.DaskExecutor(local.scheduler_address) as executor:
             executor.prepare_workers(_leave_mark, str(tmp_path))
             assert len(list(tmp_path.iterdir())) == 2
@@ -204,8 +229,9 @@ def test_the_smallest_tasks_go_to_the_worker_that_runs_ahead_whatever_their_shar
     shards = [0] * 4 + [1] * 4 + [0] * 4
     cells = [100] * 8 + [10] * 4
     assert sum(cells[8:]) < cluster.FLOATING_SHARE * sum(cells) <= sum(cells[7:])
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL) as local:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0", silence_logs=logging.CRITICAL
+    ) as local:
         with cluster.DaskExecutor(local.scheduler_address) as executor:
             homes = sorted(executor.client().scheduler_info()["workers"])
             ran = collections.Counter(executor.run(_sleep_and_name_the_worker, seconds, cells, shards, None))
@@ -222,16 +248,14 @@ def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():
 
 
 def test_resident_shards_keep_within_their_budget(tmp_path):
-    from gpuhmm import pipeline, seqdb
-
     database = seqdb.makedb(DATA / "proteins.faa", tmp_path / "db", 3)
-    roomy = pipeline.ResidentShards(budget=10**9)
+    roomy = ResidentShards(lambda backend: 10**9)
     for index in (0, 1, 2, 0, 1, 2):
         roomy.get(database, index, "cpu")
     assert roomy.loads == 3  # each shard read once, then served from memory
 
     one_shard = roomy.get(database, 0, "cpu").footprint()
-    tight = pipeline.ResidentShards(budget=one_shard)
+    tight = ResidentShards(lambda backend: one_shard)
     first = tight.get(database, 0, "cpu")
     tight.get(database, 1, "cpu")  # over budget: shard 0, least recently used, goes
     assert tight.get(database, 1, "cpu") is not first and tight.loads == 2
@@ -244,12 +268,24 @@ def test_a_search_whose_shards_do_not_all_fit_still_gives_hmmsearchs_tables(tmp_
     gpuhmm_log.addHandler(caplog.handler)  # the CLI's own handler does not propagate
     caplog.set_level(logging.INFO, logger="gpuhmm")
     try:
-        status = main([
-            "search", "--backend", "cpu", "--cpu", "2", "--db-shards", "3", "--model-shards", "3",
-            "--shard-memory", "0.000001",
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            str(DATA / "pfam-test.h3m.gz"), str(DATA / "proteins.faa"),
-        ])
+        status = main(
+            [
+                "search",
+                "--backend",
+                "cpu",
+                "--cpu",
+                "2",
+                "--db-shards",
+                "3",
+                "--model-shards",
+                "3",
+                "--shard-memory",
+                "0.000001",
+                *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+                str(DATA / "pfam-test.h3m.gz"),
+                str(DATA / "proteins.faa"),
+            ]
+        )
     finally:
         gpuhmm_log.removeHandler(caplog.handler)
     assert status == 0
@@ -273,37 +309,38 @@ def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():
     (Without CuPy the kernels' loading fails quietly; the configuring needs none.)"""
     hmms = read_models(DATA / "pfam-test.h3m.gz")
     on_disk = ModelsOnDisk.of(DATA / "pfam-test.h3m.gz", hmms)
-    pipeline.prepare_worker([hmm.M for hmm in hmms], "gpu", None, on_disk)
-    assert pipeline._configuring_ahead[on_disk.key].wait(120)
+    configured = ConfiguredModels()
+    configured.configure_ahead(on_disk, [hmm.M for hmm in hmms])
+    assert configured._ahead[on_disk.key].wait(120)
     positions = range(len(hmms))
-    ahead = pipeline._configured[on_disk.key]
+    ahead = configured._filters[on_disk.key]
     assert list(ahead) == sorted(positions, key=lambda p: (hmms[p].M, p))  # shortest first, as tasks take them
-    taken = pipeline._filter_models(on_disk.key, [3, 1], [hmms[3], hmms[1]])
+    taken = configured.filter_models(on_disk.key, [3, 1], [hmms[3], hmms[1]])
     assert taken[0] is ahead[3] and taken[1] is ahead[1]
-    for position, own in zip(positions, pipeline._filter_models("a task's own", positions, hmms)):
+    for position, own in zip(positions, configured.filter_models("a task's own", positions, hmms)):
         _same_fields(ahead[position], own)
 
 
 def test_a_task_waits_for_its_own_models_not_for_all_being_configured_ahead():
     hmms = read_models(DATA / "pfam-test.h3m.gz")
     key = "a search still being configured ahead"
-    pipeline._configuring_ahead[key] = threading.Event()  # never set: the rest never come
-    pipeline._configure(key, [2, 0], [hmms[2], hmms[0]])
+    configured = ConfiguredModels()
+    configured._ahead[key] = threading.Event()  # never set: the rest never come
+    configured._configure(key, [2, 0], [hmms[2], hmms[0]])
     taken = []
-    task = threading.Thread(target=lambda: taken.append(pipeline._filter_models(key, [0, 2], [hmms[0], hmms[2]])))
+    task = threading.Thread(target=lambda: taken.append(configured.filter_models(key, [0, 2], [hmms[0], hmms[2]])))
     task.start()
     task.join(60)
     assert not task.is_alive()
-    assert taken[0] == [pipeline._configured[key][0], pipeline._configured[key][2]]
+    assert taken[0] == [configured._filters[key][0], configured._filters[key][2]]
 
-    waiting = threading.Thread(target=lambda: taken.append(pipeline._filter_models(key, [1], [hmms[1]])))
+    waiting = threading.Thread(target=lambda: taken.append(configured.filter_models(key, [1], [hmms[1]])))
     waiting.start()
     waiting.join(0.5)
     assert waiting.is_alive()  # model 1 is not configured yet: the task waits for the worker's
-    pipeline._configure(key, [1], [hmms[1]])
+    configured._configure(key, [1], [hmms[1]])
     waiting.join(60)
-    assert not waiting.is_alive() and taken[1] == [pipeline._configured[key][1]]
-    pipeline._configuring_ahead.pop(key)
+    assert not waiting.is_alive() and taken[1] == [configured._filters[key][1]]
 
 
 def test_task_results_travel_without_their_models():
@@ -312,18 +349,18 @@ def test_task_results_travel_without_their_models():
     hmms = read_models(DATA / "pfam-test.h3m.gz")
     database = seqdb.makedb(DATA / "proteins.faa", None)
     try:
-        shared = pipeline.SharedContext.of(hmms, database, SearchOptions().pipeline_arguments(), "cpu")
-        task = pipeline.SearchTask(tuple(range(len(hmms))), 0, 0)
-        result = pipeline.run_task(task, shared)
+        shared = SharedContext.of(hmms, database, SearchOptions().pipeline_arguments(), "cpu")
+        task = SearchTask(tuple(range(len(hmms))), 0, 0)
+        result = run_task(task, shared)
     finally:
         seqdb.release(database)
-        pipeline.resident_shards.release(database)
+        STATE.shards.release(database)
     assert ("pyhmmer.plan7", "HMM") not in _classes_unpickled(pickle.dumps(result))
     reference = pyhmmer.plan7.Pipeline(hmms[0].alphabet)
     with pyhmmer.easel.SequenceFile(DATA / "proteins.faa", digital=True, alphabet=hmms[0].alphabet) as handle:
         sequences = handle.read_block()
     for hmm, state in zip(hmms, result.hits):
-        hits, expected = _tophits.attached(state, hmm), reference.search_hmm(hmm, sequences)
+        hits, expected = tophits.attached(state, hmm), reference.search_hmm(hmm, sequences)
         assert hits.query is hmm
         assert _rows(hits) == _rows(expected)
 

@@ -9,10 +9,20 @@ import os
 import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
-from gpuhmm import pipeline, prefilter
+from gpuhmm import search
 from gpuhmm.cli import main
 from gpuhmm.cluster import NO_STEALING
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.worker import STATE
+
+from conftest import (
+    DATA,
+    GOLDEN,
+    TABLES,
+    assert_tables_equal,
+    golden_cases,
+    golden_runs,
+)
 
 CASES = golden_cases()
 RUNS = golden_runs()
@@ -20,11 +30,17 @@ RUNS = golden_runs()
 
 def _search(tmp_path, run, *options):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main([
-        "search", "--cpu", "2", *options,
-        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-        str(DATA / RUNS[run]["hmmfile"]), str(DATA / RUNS[run]["seqfile"]),
-    ])
+    status = main(
+        [
+            "search",
+            "--cpu",
+            "2",
+            *options,
+            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+            str(DATA / RUNS[run]["hmmfile"]),
+            str(DATA / RUNS[run]["seqfile"]),
+        ]
+    )
     return status, outputs
 
 
@@ -33,7 +49,7 @@ def _assert_goldens(outputs, run):
         assert_tables_equal(outputs[kind], GOLDEN / f"{run}.defaults.{kind}")
 
 
-class ScarceMemoryEngine(prefilter.ReferenceEngine):
+class ScarceMemoryEngine(ReferenceEngine):
     """The numpy kernels on a device with room for the SSV output of at most `room` models at
     once; more raises MemoryError, the base of CuPy's OutOfMemoryError."""
 
@@ -54,9 +70,10 @@ class ScarceMemoryEngine(prefilter.ReferenceEngine):
 def scarce_gpu(monkeypatch):
     def install(room):
         engine = ScarceMemoryEngine(room)
-        monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
-        monkeypatch.setattr(pipeline, "_gpu", [engine])
+        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(STATE, "gpu_engine", engine)
         return engine
+
     return install
 
 
@@ -110,13 +127,26 @@ def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
     import distributed
 
     marker = tmp_path / "died"
-    with dask.config.set({} if stealing else NO_STEALING), \
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                     silence_logs=logging.CRITICAL) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        dask.config.set({} if stealing else NO_STEALING),
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         client.register_plugin(DieOnce(marker))
-        status, outputs = _search(tmp_path, "proteins", "--backend", "cpu", "--scheduler", cluster.scheduler_address,
-                                  "--db-shards", "3", "--model-shards", "4")
+        status, outputs = _search(
+            tmp_path,
+            "proteins",
+            "--backend",
+            "cpu",
+            "--scheduler",
+            cluster.scheduler_address,
+            "--db-shards",
+            "3",
+            "--model-shards",
+            "4",
+        )
     assert marker.exists()  # a worker did die with a task of the scan under way
     assert status == 0
     _assert_goldens(outputs, "proteins")

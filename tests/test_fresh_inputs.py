@@ -16,8 +16,9 @@ import subprocess
 import pyhmmer
 import pytest
 
-from conftest import DATA, TABLES, assert_tables_equal, hmmer_binary
 from gpuhmm.cli import main
+
+from conftest import DATA, TABLES, assert_tables_equal, hmmer_binary
 
 SEED = int(os.environ.get("GPUHMM_FRESH_SEED", "20261121"))
 BACKGROUND = "ACDEFGHIKLMNPQRSTVWY"
@@ -35,11 +36,15 @@ def fresh(tmp_path_factory):
             models[index].write(handle)
     emitted = subprocess.run(
         [hmmer_binary("hmmemit"), "-N", "4", "--seed", str(SEED % 100000 + 1), folder / "models.hmm"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     samples = [block.split("\n", 1)[1].replace("\n", "") for block in emitted.split(">")[1:]]
     records = []
-    for sequence in samples + ["".join(generator.choices(BACKGROUND, k=generator.randint(1, 1500))) for _ in range(120)]:
+    for sequence in samples + [
+        "".join(generator.choices(BACKGROUND, k=generator.randint(1, 1500))) for _ in range(120)
+    ]:
         if generator.random() < 0.3:  # hits embedded in background
             flank = "".join(generator.choices(BACKGROUND, k=generator.randint(0, 400)))
             sequence = flank + sequence + flank[::-1]
@@ -47,7 +52,7 @@ def fresh(tmp_path_factory):
             sequence = sequence.lower()
         if generator.random() < 0.1:
             position = generator.randrange(len(sequence))
-            sequence = sequence[:position] + generator.choice("XBZUOJ") + sequence[position + 1:]
+            sequence = sequence[:position] + generator.choice("XBZUOJ") + sequence[position + 1 :]
         if generator.random() < 0.3:
             sequence += "*"
         name = "".join(generator.choices(string.ascii_letters + string.digits + "_|.", k=generator.randint(3, 45)))
@@ -57,24 +62,50 @@ def fresh(tmp_path_factory):
     with open(folder / "targets.faa", "w") as handle:
         for name, sequence in records:
             width = generator.choice([60, 80, 37, 10**6])
-            body = "\n".join(sequence[i:i + width] for i in range(0, len(sequence), width))
+            body = "\n".join(sequence[i : i + width] for i in range(0, len(sequence), width))
             handle.write(f">{name} random description {generator.random():.3f}\n{body}\n")
     return folder
 
 
-@pytest.mark.parametrize("options", [[], ["-E", "1e-3", "--domE", "1e-2"], ["--cut_ga"], ["-T", "15"], ["--max"]],
-                         ids=["defaults", "evalue", "cut_ga", "bitscore", "max"])
+@pytest.mark.parametrize(
+    "options",
+    [[], ["-E", "1e-3", "--domE", "1e-2"], ["--cut_ga"], ["-T", "15"], ["--max"]],
+    ids=["defaults", "evalue", "cut_ga", "bitscore", "max"],
+)
 def test_fresh_inputs_identical_to_hmmsearch(fresh, tmp_path, options):
     reference = {kind: tmp_path / f"hmmsearch.{kind}" for kind in TABLES}
     subprocess.run(
-        [hmmer_binary("hmmsearch"), "--cpu", "1", "-o", os.devnull,
-         *[word for kind, path in reference.items() for word in (f"--{kind}", path)],
-         *options, fresh / "models.hmm", fresh / "targets.faa"],
+        [
+            hmmer_binary("hmmsearch"),
+            "--cpu",
+            "1",
+            "-o",
+            os.devnull,
+            *[word for kind, path in reference.items() for word in (f"--{kind}", path)],
+            *options,
+            fresh / "models.hmm",
+            fresh / "targets.faa",
+        ],
         check=True,
     )
     produced = {kind: tmp_path / f"gpuhmm.{kind}" for kind in TABLES}
-    assert main(["search", "--cpu", "2", "--db-shards", "3", "--model-shards", "2",
-                 *[word for kind, path in produced.items() for word in (f"--{kind}", str(path))],
-                 *options, str(fresh / "models.hmm"), str(fresh / "targets.faa")]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--cpu",
+                "2",
+                "--db-shards",
+                "3",
+                "--model-shards",
+                "2",
+                *[word for kind, path in produced.items() for word in (f"--{kind}", str(path))],
+                *options,
+                str(fresh / "models.hmm"),
+                str(fresh / "targets.faa"),
+            ]
+        )
+        == 0
+    )
     for kind in TABLES:
         assert_tables_equal(produced[kind], reference[kind])

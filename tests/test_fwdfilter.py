@@ -9,7 +9,8 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm import fwdfilter, msv
+from gpuhmm.engine.reference.fwdfilter import forward_scores
+from gpuhmm.stages import fwdfilter, msvfilter
 
 from conftest import filter_profiles
 
@@ -21,15 +22,19 @@ def _hmmer_forward_scores(hmm, sequences):
     (p7_Pipeline's "special case"), and then the two are equal. Names that occur twice are
     left out."""
     alphabet = hmm.alphabet
-    pipeline = pyhmmer.plan7.Pipeline(alphabet, bias_filter=False, null2=False, F1=1.0, F2=1.0, F3=1.0,
-                                      T=-1e9, domT=-1e9, Z=1)
+    pipeline = pyhmmer.plan7.Pipeline(
+        alphabet, bias_filter=False, null2=False, F1=1.0, F2=1.0, F3=1.0, T=-1e9, domT=-1e9, Z=1
+    )
     hits = pipeline.search_hmm(hmm, pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences))
     names = [s.name for s in sequences]
     lengths = {s.name: len(s.sequence) for s in sequences}
-    terms = msv.LengthTerms.for_lengths(alphabet, list(lengths.values()))
+    terms = msvfilter.LengthTerms.for_lengths(alphabet, list(lengths.values()))
     null1 = {name: float(terms.lookup(np.array([n]))[1][0]) for name, n in lengths.items()}
-    return {hit.name: (hit.score * math.log(2.0) + null1[hit.name], hit.sum_score != hit.score)
-            for hit in hits if names.count(hit.name) == 1}
+    return {
+        hit.name: (hit.score * math.log(2.0) + null1[hit.name], hit.sum_score != hit.score)
+        for hit in hits
+        if names.count(hit.name) == 1
+    }
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def test_reference_equals_hmmer_forward(forward_case):
     hmms, sequences, profiles = forward_case
     for hmm, profile in zip(hmms, profiles):
         expected = _hmmer_forward_scores(hmm, sequences)
-        ours = fwdfilter.forward_scores(profile, [np.asarray(s.sequence, dtype=np.uint8) for s in sequences])
+        ours = forward_scores(profile, [np.asarray(s.sequence, dtype=np.uint8) for s in sequences])
         exact = [(ours[i], expected[s.name][0]) for i, s in enumerate(sequences) if expected.get(s.name, (0, False))[1]]
         assert len(exact) >= 10, hmm.name
         error = np.abs(np.subtract(*zip(*exact)))
@@ -65,5 +70,11 @@ def test_f3_decision_with_margin():
     bits = np.array([threshold_bits + 0.01, threshold_bits - 0.99, threshold_bits - 1.01, tau - 50, np.nan])
     scores = bits * math.log(2.0) + filter_scores
     scores[4] = np.nan
-    assert fwdfilter.passes_f3(scores, filter_scores, tau, lam, F3, margins).tolist() == [True, True, False, False, True]
+    assert fwdfilter.passes_f3(scores, filter_scores, tau, lam, F3, margins).tolist() == [
+        True,
+        True,
+        False,
+        False,
+        True,
+    ]
     assert fwdfilter.passes_f3(scores[:3], filter_scores[:3], tau, lam, F3, 0.0).tolist() == [True, False, False]

@@ -6,18 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pyhmmer
 import pytest
+from test_vitlayout import assert_filter_stages_count_as_hmmsearch
 
-from gpuhmm import fwdfilter, prefilter, vitfilter
+from gpuhmm.engine import filters
+from gpuhmm.engine.reference.biasfilter import bias_scores
+from gpuhmm.engine.reference.fwdfilter import forward_scores
+from gpuhmm.engine.reference.vitfilter import viterbi_scores
+from gpuhmm.stages import fwdfilter
 
 from conftest import filter_profiles
-from test_vitlayout import assert_filter_stages_count_as_hmmsearch
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def engine():
-    from gpuhmm.gpu import GpuEngine
+    from gpuhmm.engine.gpu import GpuEngine
 
     return GpuEngine()
 
@@ -27,7 +31,7 @@ def case(pfam_test_data):
     hmms, sequences = pfam_test_data
     hmms = sorted(hmms, key=lambda h: h.M)[:: max(1, len(hmms) // 6)]
     background = pyhmmer.plan7.Background(hmms[0].alphabet)
-    shard = prefilter.FilterShard.from_digital(sequences)
+    shard = filters.FilterShard.from_digital(sequences)
     targets = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
     return hmms, sequences, background, filter_profiles(hmms, background)[0], shard, targets
 
@@ -39,10 +43,10 @@ def test_viterbi_kernel_equals_hmmer(engine, case):
     rng = np.random.default_rng(3)
     pair_model = np.repeat(np.arange(len(hmms)), 60)
     pair_sequence = np.concatenate([rng.choice(len(targets), 60, replace=False) for _ in hmms])
-    got = prefilter.viterbi_filter(engine, profiles, shard, pair_model, pair_sequence)
+    got = filters.viterbi_filter(engine, profiles, shard, pair_model, pair_sequence)
     for m, profile in enumerate(profiles):
         mine = pair_model == m
-        expected = vitfilter.viterbi_scores(profile, [targets[i] for i in pair_sequence[mine]])
+        expected = viterbi_scores(profile, [targets[i] for i in pair_sequence[mine]])
         same = (got[mine] == expected) | (np.isinf(got[mine]) & np.isinf(expected))
         assert same.all(), profile.name
 
@@ -51,11 +55,12 @@ def test_bias_kernel_equals_hmmer(engine, case):
     hmms, _, background, profiles, shard, targets = case
     pair_model = np.repeat(np.arange(len(hmms)), len(targets))
     pair_sequence = np.tile(np.arange(len(targets)), len(hmms))
-    scores, uncertain = engine.bias(profiles, background.residue_frequencies, (shard.residues, shard.offsets),
-                                    pair_model, pair_sequence)
+    scores, uncertain = engine.bias(
+        profiles, background.residue_frequencies, (shard.residues, shard.offsets), pair_model, pair_sequence
+    )
     for m, profile in enumerate(profiles):
         mine = (pair_model == m) & ~uncertain
-        expected = vitfilter.bias_scores(profile, background.residue_frequencies, [targets[i] for i in pair_sequence[mine]])
+        expected = bias_scores(profile, background.residue_frequencies, [targets[i] for i in pair_sequence[mine]])
         assert (scores[mine] == expected).all(), profile.name
     assert uncertain.mean() < 1e-3
 
@@ -67,18 +72,27 @@ def test_forward_kernel_equals_reference(engine, case, pfam_test_data):
     hmms, _, background, _, _, targets = case
     forward_profiles = filter_profiles(hmms, background)[1]
     rng = np.random.default_rng(5)
-    extra = [np.tile(np.asarray(pyhmmer.easel.TextSequence(sequence=h.consensus.upper()).digitize(h.alphabet).sequence,
-                                dtype=np.uint8), 3) for h in hmms] + [rng.integers(0, 20, 5000).astype(np.uint8)]
-    shard = prefilter.FilterShard.from_digital(
-        pfam_test_data[1] + [pyhmmer.easel.DigitalSequence(hmms[0].alphabet, sequence=e) for e in extra])
+    extra = [
+        np.tile(
+            np.asarray(
+                pyhmmer.easel.TextSequence(sequence=h.consensus.upper()).digitize(h.alphabet).sequence, dtype=np.uint8
+            ),
+            3,
+        )
+        for h in hmms
+    ] + [rng.integers(0, 20, 5000).astype(np.uint8)]
+    shard = filters.FilterShard.from_digital(
+        pfam_test_data[1] + [pyhmmer.easel.DigitalSequence(hmms[0].alphabet, sequence=e) for e in extra]
+    )
     every = targets + extra
     pair_model = np.repeat(np.arange(len(hmms)), 60 + len(extra))
-    pair_sequence = np.concatenate([
-        np.r_[rng.choice(len(targets), 60, replace=False), len(targets) + np.arange(len(extra))] for _ in hmms])
-    got = prefilter.forward_filter(engine, forward_profiles, shard, pair_model, pair_sequence)
+    pair_sequence = np.concatenate(
+        [np.r_[rng.choice(len(targets), 60, replace=False), len(targets) + np.arange(len(extra))] for _ in hmms]
+    )
+    got = filters.forward_filter(engine, forward_profiles, shard, pair_model, pair_sequence)
     for m, profile in enumerate(forward_profiles):
         mine = pair_model == m
-        expected = fwdfilter.forward_scores(profile, [every[i] for i in pair_sequence[mine]])
+        expected = forward_scores(profile, [every[i] for i in pair_sequence[mine]])
         empty = shard.lengths[pair_sequence[mine]] == 0  # xC stays 0: −inf in both
         assert (got[mine][empty] == -np.inf).all() and (expected[empty] == -np.inf).all()
         error = np.abs(got[mine][~empty] - expected[~empty])

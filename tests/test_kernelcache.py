@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhmm import kernelcache
+from gpuhmm.engine import kernelcache
 
 
 class Compiler:
@@ -40,8 +40,9 @@ def test_any_change_compiles_afresh(tmp_path, changed):
     compiler = Compiler()
     kernelcache.cached_kernel(tmp_path, *ARGUMENTS, compiler, load)
     arguments = list(ARGUMENTS)
-    arguments[changed] = {0: "__global__ void k() { }", 1: "gpuhmm::k<8>", 2: ("-std=c++20",),
-                          3: ("14.0", (12, 9))}[changed]
+    arguments[changed] = {0: "__global__ void k() { }", 1: "gpuhmm::k<8>", 2: ("-std=c++20",), 3: ("14.0", (12, 9))}[
+        changed
+    ]
     binary, _ = kernelcache.cached_kernel(tmp_path, *arguments, compiler, load)
     assert compiler.calls == 2
     assert binary.startswith(arguments[0])

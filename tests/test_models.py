@@ -9,10 +9,18 @@ import shutil
 
 import pytest
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
+from gpuhmm.db.models import (
+    ModelShards,
+    ModelsOnDisk,
+    _read_files,
+    balance_by_length,
+    guided_groups,
+    read_models,
+    split_models,
+)
 from gpuhmm.errors import GpuhmmError
-from gpuhmm.models import (ModelShards, ModelsOnDisk, _read_files, balance_by_length, guided_groups, read_models,
-                           split_models)
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
 
 MODELS = DATA / "pfam-test.h3m.gz"
 
@@ -52,10 +60,17 @@ def test_cli_pipeline_of_makedb_splitmodels_search_merge(tmp_path):
     hits = []
     for index in (2, 0, 1):  # merge must not depend on the order it is given the files in
         hits.append(tmp_path / f"{index}.hits")
-        run_gpuhmm("search", "--cut_ga", "--hits", hits[-1], tmp_path / "models" / f"models-{index:04d}.h3m", tmp_path / "db")
+        run_gpuhmm(
+            "search", "--cut_ga", "--hits", hits[-1], tmp_path / "models" / f"models-{index:04d}.h3m", tmp_path / "db"
+        )
     outputs = {kind: tmp_path / f"merged.{kind}" for kind in TABLES}
-    run_gpuhmm("merge", "--order", tmp_path / "models" / "manifest.json",
-               *[word for kind, path in outputs.items() for word in (f"--{kind}", path)], *hits)
+    run_gpuhmm(
+        "merge",
+        "--order",
+        tmp_path / "models" / "manifest.json",
+        *[word for kind, path in outputs.items() for word in (f"--{kind}", path)],
+        *hits,
+    )
     for kind, path in outputs.items():
         assert_tables_equal(path, GOLDEN / f"proteins.cut_ga.{kind}")
 
@@ -64,8 +79,15 @@ def test_merge_refuses_missing_shard(tmp_path):
     run_gpuhmm("makedb", DATA / "proteins.faa", tmp_path / "db")
     run_gpuhmm("splitmodels", "--shards", "2", MODELS, tmp_path / "models")
     run_gpuhmm("search", "--hits", tmp_path / "0.hits", tmp_path / "models" / "models-0000.h3m", tmp_path / "db")
-    process = run_gpuhmm("merge", "--order", tmp_path / "models" / "manifest.json", "--tblout", tmp_path / "t",
-                         tmp_path / "0.hits", check=False)
+    process = run_gpuhmm(
+        "merge",
+        "--order",
+        tmp_path / "models" / "manifest.json",
+        "--tblout",
+        tmp_path / "t",
+        tmp_path / "0.hits",
+        check=False,
+    )
     assert process.returncode == 1 and "missing" in process.stderr
     assert not (tmp_path / "t").exists()
 

@@ -12,10 +12,13 @@ import numpy as np
 import pyhmmer
 import pytest
 
+from gpuhmm.engine import filters, tuning
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.stages import msvfilter
+from gpuhmm.stages.msvfilter import END_CODE, PAD_CODE
+from gpuhmm.stages.msvlayout import Striping, build_warp_blocks, stripe_table
+
 from conftest import DATA, filter_shard, msv_filter_scores
-from gpuhmm import msv, prefilter, tuning
-from gpuhmm.msv import END_CODE, PAD_CODE
-from gpuhmm.warpblocks import Striping, build_warp_blocks, stripe_table
 
 AMINO = pyhmmer.easel.Alphabet.amino()
 
@@ -52,9 +55,9 @@ def per_model(pairs, models, sequences):
 def test_reference_scores_equal_msv_filter(sequences, hmms, capability):
     """With F1 = 1 every non-empty pair passes, so every MSV score is compared."""
     shard = filter_shard(sequences)
-    models = msv.msv_models(hmms)
-    engine = prefilter.ReferenceEngine(capability, warps=4)
-    scores, undecided = per_model(prefilter.f1_filter(engine, models, shard, 1.0), len(models), shard.sequences)
+    models = msvfilter.msv_models(hmms)
+    engine = ReferenceEngine(capability, warps=4)
+    scores, undecided = per_model(filters.f1_filter(engine, models, shard, 1.0), len(models), shard.sequences)
     nonempty = shard.lengths > 0
     shapes = set()
     for m, (hmm, model) in enumerate(zip(hmms, models)):
@@ -72,7 +75,7 @@ def test_pass_counts_equal_hmmer_pipeline(sequences):
     with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
         hmms = list(handle)[:8]
     shard = filter_shard(sequences)
-    pairs = prefilter.f1_filter(prefilter.ReferenceEngine(90, warps=4), msv.msv_models(hmms), shard, 0.02)
+    pairs = filters.f1_filter(ReferenceEngine(90, warps=4), msvfilter.msv_models(hmms), shard, 0.02)
     block = pyhmmer.easel.DigitalSequenceBlock(AMINO, sequences)
     for m, hmm in enumerate(hmms):
         hits = pyhmmer.plan7.Pipeline(AMINO).search_hmm(hmm, block)
@@ -94,12 +97,14 @@ def test_warp_blocks_hold_every_sequence_once():
                 rows = np.arange(blocks.heights[warp])
                 at = blocks.block_start[warp] + (rows // per_row) * 128 + column * per_row + rows % per_row
                 text = blocks.data[at]
-                members = blocks.column_sequences[blocks.column_start[warp * S + column]:blocks.column_start[warp * S + column + 1]]
+                members = blocks.column_sequences[
+                    blocks.column_start[warp * S + column] : blocks.column_start[warp * S + column + 1]
+                ]
                 ends = np.flatnonzero(text == END_CODE)
                 assert len(ends) == len(members)
                 start = 0
                 for end, index in zip(ends, members):
-                    assert np.array_equal(text[start:end], residues[offsets[index]:offsets[index + 1]])
+                    assert np.array_equal(text[start:end], residues[offsets[index] : offsets[index + 1]])
                     start = end + 1
                 assert (text[start:] == PAD_CODE).all()
                 seen += members.tolist()
@@ -112,7 +117,7 @@ def test_warp_blocks_hold_every_sequence_once():
 @pytest.mark.parametrize("S,W,H", [(8, 2, 10), (8, 2, 7), (8, 4, 5), (2, 2, 16), (32, 2, 10), (1, 4, 6)])
 def test_stripe_table_places_each_node(S, W, H):
     """Decoding the table bytes as the kernel does gives back node k at (t, w, h)."""
-    from gpuhmm.reference import unstripe_gains
+    from gpuhmm.engine.reference.msvfilter import unstripe_gains
 
     striping = Striping(S=S, H=H, W=W)
     M = striping.nodes - 3
@@ -158,14 +163,16 @@ def test_tuning_prefers_most_sequences_per_warp():
 
 
 def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
-    from conftest import run_gpuhmm
-    from gpuhmm import pipeline
+    from gpuhmm import engine
 
-    if pipeline._gpu_problem() is None:
+    from conftest import run_gpuhmm
+
+    if engine.gpu_problem() is None:
         pytest.skip("a usable GPU is present")
     table = tmp_path / "out.tbl"
-    process = run_gpuhmm("search", "--backend", "gpu", "--tblout", table,
-                         DATA / "pfam-tiny.hmm", DATA / "heldout.faa", check=False)
+    process = run_gpuhmm(
+        "search", "--backend", "gpu", "--tblout", table, DATA / "pfam-tiny.hmm", DATA / "heldout.faa", check=False
+    )
     assert process.returncode == 1
     assert "error: --backend gpu: " in process.stderr, process.stderr
     assert len(process.stderr.strip().splitlines()) == 1
@@ -175,23 +182,23 @@ def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
 def test_a_cluster_of_gpus_leaves_cuda_to_its_workers(monkeypatch):
     """With several local GPU workers, the backend is decided by CuPy being installed, without
     loading it here; a worker that cannot use its GPU says so in a one-line error."""
-    from gpuhmm import GpuhmmError, pipeline
+    from gpuhmm import GpuhmmError, engine, search
+    from gpuhmm.worker import state as worker_state
 
     def loads_cupy():
         raise AssertionError("this process loaded CuPy")
 
-    monkeypatch.setattr(pipeline, "_gpu_problem", loads_cupy)
-    monkeypatch.setattr(pipeline.importlib.util, "find_spec", lambda name: None)
-    assert pipeline.resolve_backend("auto", cluster_gpus=2) == "cpu"
+    monkeypatch.setattr(search, "gpu_problem", loads_cupy)
+    monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: None)
+    assert search.resolve_backend("auto", cluster_gpus=2) == "cpu"
     with pytest.raises(GpuhmmError, match="--backend gpu: CuPy is needed"):
-        pipeline.resolve_backend("gpu", cluster_gpus=2)
-    monkeypatch.setattr(pipeline.importlib.util, "find_spec", lambda name: object())
-    assert pipeline.resolve_backend("gpu", cluster_gpus=2) == "gpu"
+        search.resolve_backend("gpu", cluster_gpus=2)
+    monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: object())
+    assert search.resolve_backend("gpu", cluster_gpus=2) == "gpu"
 
-    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: "no CUDA GPU is visible to this process")
-    monkeypatch.setattr(pipeline, "_gpu", [])
+    monkeypatch.setattr(worker_state, "gpu_problem", lambda: "no CUDA GPU is visible to this process")
     with pytest.raises(GpuhmmError, match=r"--backend gpu on .+:\d+: no CUDA GPU is visible"):
-        pipeline._gpu_engine()
+        worker_state.WorkerState().engine()
 
 
 @pytest.mark.parametrize("F", [0.02, 1e-3, 1e-5])
@@ -199,9 +206,9 @@ def test_pass_threshold_decides_as_the_pvalue(F):
     """Around the threshold, and far from it, bits ≥ threshold exactly when P ≤ F."""
     with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
         hmms = list(handle)[:6]
-    for model in msv.msv_models(hmms):
-        threshold = msv.pass_threshold(model.mu, model.lam, F)
+    for model in msvfilter.msv_models(hmms):
+        threshold = msvfilter.pass_threshold(model.mu, model.lam, F)
         near = threshold.view(np.int32) + np.arange(-3000, 3000, dtype=np.int32)
         bits = np.concatenate([near.view(np.float32), np.float32([-1e30, -50, 0, 50, 1e30])])
-        pvalues = msv._survival(bits, model.mu, model.lam, np.zeros(len(bits), dtype=bool))
+        pvalues = msvfilter._survival(bits, model.mu, model.lam, np.zeros(len(bits), dtype=bool))
         assert ((bits >= threshold) == (pvalues <= F)).all(), model.name

@@ -30,16 +30,19 @@ def test_spelled_out_defaults_count_as_not_given():
     assert options.command_line() == ["--cut_ga"]
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"E": 0}, "-E must be a number > 0"),
-    ({"incdomE": -1.0}, "--incdomE must be a number > 0"),
-    ({"T": "x"}, "-T must be a number"),
-    ({"cut": "xx"}, "cut must be one of"),
-    ({"cut": "nc", "domT": 3.0}, "--cut_nc cannot be combined with --domT"),
-    ({"max": True, "nobias": True}, "--max cannot be combined with --nobias"),
-    ({"seed": -1}, "--seed must be an integer"),
-    ({"evalue": 1}, "unknown hmmsearch option"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"E": 0}, "-E must be a number > 0"),
+        ({"incdomE": -1.0}, "--incdomE must be a number > 0"),
+        ({"T": "x"}, "-T must be a number"),
+        ({"cut": "xx"}, "cut must be one of"),
+        ({"cut": "nc", "domT": 3.0}, "--cut_nc cannot be combined with --domT"),
+        ({"max": True, "nobias": True}, "--max cannot be combined with --nobias"),
+        ({"seed": -1}, "--seed must be an integer"),
+        ({"evalue": 1}, "unknown hmmsearch option"),
+    ],
+)
 def test_bad_values_are_refused(values, message):
     with pytest.raises(GpuhmmError, match=message):
         SearchOptions.from_mapping(values, source="config hmmer")

@@ -7,9 +7,20 @@ import time
 
 import pytest
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases, golden_runs
-from gpuhmm import pipeline, prefilter
+from gpuhmm import search
 from gpuhmm.cli import main
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.worker import STATE
+from gpuhmm.worker.state import SIEVE_SHARE
+
+from conftest import (
+    DATA,
+    GOLDEN,
+    TABLES,
+    assert_tables_equal,
+    golden_cases,
+    golden_runs,
+)
 
 CASES = golden_cases()
 RUNS = golden_runs()
@@ -20,13 +31,23 @@ SHARDINGS = [(1, 1), (3, 2), (5, 7)]
 
 def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main([
-        "search", "--backend", backend, "--cpu", str(cpus),
-        "--db-shards", str(db_shards), "--model-shards", str(model_shards),
-        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-        *CASES[case],
-        str(DATA / RUNS[run]["hmmfile"]), str(DATA / RUNS[run]["seqfile"]),
-    ])
+    status = main(
+        [
+            "search",
+            "--backend",
+            backend,
+            "--cpu",
+            str(cpus),
+            "--db-shards",
+            str(db_shards),
+            "--model-shards",
+            str(model_shards),
+            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+            *CASES[case],
+            str(DATA / RUNS[run]["hmmfile"]),
+            str(DATA / RUNS[run]["seqfile"]),
+        ]
+    )
     assert status == 0
     return outputs
 
@@ -53,8 +74,8 @@ def test_other_inputs_identical_to_hmmsearch(tmp_path, run, case):
 def reference_gpu(monkeypatch):
     """The GPU backend's whole path (filter, survivors, pyhmmer tail, restated statistics),
     with the numpy model of the kernels standing in for the device."""
-    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
-    monkeypatch.setattr(pipeline, "_gpu", [prefilter.ReferenceEngine(90, warps=8)])
+    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
 
 
 @pytest.mark.parametrize("case", list(RUNS["heldout"]["cases"]))
@@ -62,7 +83,7 @@ def test_gpu_path_with_reference_engine_identical_to_hmmsearch(tmp_path, referen
     _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu"), "heldout", case)
 
 
-class CountingEngine(prefilter.ReferenceEngine):
+class CountingEngine(ReferenceEngine):
     """The numpy kernels, slowed down, counting the tasks in their SSV at once."""
 
     def __init__(self):
@@ -86,11 +107,11 @@ def test_a_share_of_a_workers_threads_runs_ssv_at_once(tmp_path, monkeypatch):
     """With 8 threads, 2 run SSV at most, so that tasks leave it one after another; 12 tasks
     keep every thread busy. The tables stay hmmsearch's."""
     engine = CountingEngine()
-    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
-    monkeypatch.setattr(pipeline, "_gpu", [engine])
-    monkeypatch.setattr(pipeline, "_sieve_slots", None)
+    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(STATE, "gpu_engine", engine)
+    monkeypatch.setattr(STATE, "sieve_slots", None)
     _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 4, backend="gpu", cpus=8), "heldout", "defaults")
-    assert engine.most == round(pipeline.SIEVE_SHARE * 8) == 2
+    assert engine.most == round(SIEVE_SHARE * 8) == 2
 
 
 @pytest.mark.gpu

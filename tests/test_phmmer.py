@@ -8,9 +8,12 @@ import json
 
 import pytest
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases
-from gpuhmm import pipeline, prefilter
+from gpuhmm import search
 from gpuhmm.cli import main
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.worker import STATE
+
+from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases
 
 CASES = golden_cases()
 RUNS = json.loads((GOLDEN / "phmmer-runs.json").read_text())
@@ -18,12 +21,21 @@ RUNS = json.loads((GOLDEN / "phmmer-runs.json").read_text())
 
 def _phmmer(tmp_path, run, case, backend="cpu", db_shards=3):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main([
-        "phmmer", "--backend", backend, "--cpu", "2", "--db-shards", str(db_shards),
-        *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-        *CASES[case],
-        str(DATA / RUNS[run]["queryfile"]), str(DATA / RUNS[run]["seqfile"]),
-    ])
+    status = main(
+        [
+            "phmmer",
+            "--backend",
+            backend,
+            "--cpu",
+            "2",
+            "--db-shards",
+            str(db_shards),
+            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
+            *CASES[case],
+            str(DATA / RUNS[run]["queryfile"]),
+            str(DATA / RUNS[run]["seqfile"]),
+        ]
+    )
     assert status == 0
     for kind in RUNS[run]["cases"][case]:
         assert_tables_equal(outputs[kind], GOLDEN / f"{run}.{case}.{kind}")
@@ -35,8 +47,8 @@ def test_phmmer_identical_to_phmmer(tmp_path, run, case):
 
 
 def test_phmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline, "_gpu_problem", lambda: None)
-    monkeypatch.setattr(pipeline, "_gpu", [prefilter.ReferenceEngine(90, warps=8)])
+    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     _phmmer(tmp_path, "phmmer_heldout", "defaults", backend="gpu", db_shards=2)
 
 

@@ -11,9 +11,15 @@ import numpy as np
 import pyhmmer
 import pytest
 
+from gpuhmm import GpuhmmError, makedb
+from gpuhmm.db import database as seqdb
+from gpuhmm.db import fasta as easel_fasta
+from gpuhmm.db.database import SequenceDatabase
+from gpuhmm.db.format import PackedText
+from gpuhmm.db.index import FirstPositions
+from gpuhmm.db.readahead import ReadAhead
+
 from conftest import DATA
-from gpuhmm import GpuhmmError, makedb, seqdb
-from gpuhmm.seqdb import SequenceDatabase
 
 PROTEINS = DATA / "proteins.faa"
 
@@ -57,7 +63,7 @@ def test_a_database_held_in_memory_equals_its_files(tmp_path, shards):
 
 @pytest.mark.parametrize("shards", [1, 3])
 def test_a_read_ahead_holds_the_shards_makedb_reads(shards):
-    read_ahead = seqdb.ReadAhead(PROTEINS, shards)
+    read_ahead = ReadAhead(PROTEINS, shards)
     taken = read_ahead.take(PROTEINS, shards, "amino")
     assert taken is not None, "the helper process read nothing"
     name, held = taken
@@ -76,15 +82,15 @@ def test_a_read_ahead_reports_the_files_problem_as_makedb_does(tmp_path):
     with pytest.raises(GpuhmmError) as read_here:
         makedb(bad, None, alphabet="amino")
     with pytest.raises(GpuhmmError) as read_ahead:
-        makedb(bad, None, alphabet="amino", read_ahead=seqdb.ReadAhead(bad))
+        makedb(bad, None, alphabet="amino", read_ahead=ReadAhead(bad))
     assert str(read_ahead.value) == str(read_here.value)
     assert "bad.faa" in str(read_ahead.value)
 
 
 def test_a_read_ahead_that_cannot_stand_in_leaves_makedb_to_read(tmp_path):
-    assert seqdb.ReadAhead(PROTEINS, 2).take(PROTEINS, 1, "amino") is None  # other shards
-    assert seqdb.ReadAhead(PROTEINS, 1).take(PROTEINS, 1, "dna") is None  # another alphabet
-    stopped = seqdb.ReadAhead(PROTEINS, 1)
+    assert ReadAhead(PROTEINS, 2).take(PROTEINS, 1, "amino") is None  # other shards
+    assert ReadAhead(PROTEINS, 1).take(PROTEINS, 1, "dna") is None  # another alphabet
+    stopped = ReadAhead(PROTEINS, 1)
     stopped.close()
     stopped.close()
     assert stopped.take(PROTEINS, 1, "amino") is None  # a helper stopped (or dead) reads nothing
@@ -98,10 +104,21 @@ def test_the_cli_reads_a_fasta_ahead_in_a_helper_process(tmp_path, monkeypatch):
     def not_here(*_):
         raise AssertionError("the search read the FASTA in its own process")
 
-    monkeypatch.setattr(seqdb, "_read_shards", not_here)
+    monkeypatch.setattr(seqdb, "read_shards", not_here)
     tblout = tmp_path / "hits.tblout"
-    status = cli.main(["search", "--backend", "cpu", "--cpu", "1", "--tblout", str(tblout),
-                       str(DATA / "pfam-tiny.hmm"), str(PROTEINS)])
+    status = cli.main(
+        [
+            "search",
+            "--backend",
+            "cpu",
+            "--cpu",
+            "1",
+            "--tblout",
+            str(tblout),
+            str(DATA / "pfam-tiny.hmm"),
+            str(PROTEINS),
+        ]
+    )
     assert status == 0
     assert any(not line.startswith("#") for line in tblout.read_text().splitlines())
 
@@ -124,7 +141,8 @@ def test_edge_cases_survive_the_round_trip(tmp_path):
 PLAIN_FASTA = (
     ">low lowercase\nmkvlaa\n>degenerate X B Z U O J\nMXBZUOJK\n>stop trailing star\nMKV*\n"
     ">one\nM\n>empty\n>dup first\nMKVLA\n\n>   spaced   name  and  description  \nMKVLAW\n"
-    ">wrapped >not a header\nMKV\nLAW\nQQ\n\n\n>\t tabbed\t \tname\t and description\t\nMK\n>last without a line feed\nMK"
+    ">wrapped >not a header\nMKV\nLAW\nQQ\n\n\n>\t tabbed\t \tname\t and description\t\nMK\n"
+    ">last without a line feed\nMK"
 )
 
 #: FASTA that Easel reads but the vectorized reader leaves to it.
@@ -142,11 +160,11 @@ NOT_PLAIN_FASTA = {
 
 @pytest.mark.parametrize("chunk_bytes", [1, 20, 1 << 26])
 def test_the_vectorized_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch, chunk_bytes):
-    monkeypatch.setattr(seqdb, "PLAIN_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(easel_fasta, "PLAIN_CHUNK_BYTES", chunk_bytes)
     fasta = tmp_path / "plain.faa"
     fasta.write_text(PLAIN_FASTA)
     for source in (fasta, PROTEINS):
-        parsed = seqdb._read_plain_fasta(source, pyhmmer.easel.Alphabet.amino())
+        parsed = easel_fasta._read_plain_fasta(source, pyhmmer.easel.Alphabet.amino())
         assert parsed is not None
         residues = [parsed.codes[start:end] for start, end in zip(parsed.starts, parsed.ends)]
         assert list(zip(parsed.names, parsed.descriptions, residues)) == _easel_records(source)
@@ -156,7 +174,7 @@ def test_the_vectorized_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeyp
 def test_other_fasta_is_read_by_easel_itself(tmp_path, case):
     fasta = tmp_path / "other.faa"
     fasta.write_text(NOT_PLAIN_FASTA[case])
-    assert seqdb._read_plain_fasta(fasta, pyhmmer.easel.Alphabet.amino()) is None
+    assert easel_fasta._read_plain_fasta(fasta, pyhmmer.easel.Alphabet.amino()) is None
     try:
         expected = _easel_records(fasta)
     except ValueError:
@@ -193,7 +211,7 @@ def test_each_sequence_goes_to_the_shard_with_fewest_residues_ties_to_the_first(
 def test_a_loaded_shards_names_are_decoded_as_asked_for_and_read_as_a_list(tmp_path):
     database = makedb(PROTEINS, tmp_path / "db", 1)
     names = database.load_shard(0).names
-    assert isinstance(names, seqdb._PackedText)
+    assert isinstance(names, PackedText)
     assert list(names) == [names[i] for i in range(len(names))]
     assert sorted(names) == sorted(name for name, _, _ in _easel_records(PROTEINS))
     assert names[-1] == names[len(names) - 1]
@@ -219,7 +237,7 @@ def test_first_positions_agree_with_a_dictionary_of_every_name_and_length(tmp_pa
         in_memory = makedb(fasta, None, shards, alphabet="amino")
         for index in range(shards):
             for shard in (database.load_shard(index), in_memory.load_shard(index)):
-                index_of_shard = seqdb.FirstPositions(shard)
+                index_of_shard = FirstPositions(shard)
                 expected = _first_positions_by_dictionary(shard)
                 assert {pair: index_of_shard.find(*pair) for pair in expected} == expected
                 with pytest.raises(KeyError):
@@ -227,11 +245,11 @@ def test_first_positions_agree_with_a_dictionary_of_every_name_and_length(tmp_pa
 
 
 def test_first_positions_of_colliding_hashes_still_come_from_the_names(tmp_path, monkeypatch):
-    monkeypatch.setattr(seqdb.FirstPositions, "_PRIME", 0)  # every name hashes alike: only lengths differ
+    monkeypatch.setattr(FirstPositions, "_PRIME", 0)  # every name hashes alike: only lengths differ
     database = makedb(PROTEINS, tmp_path / "db", 1)
     shard = database.load_shard(0)
     expected = _first_positions_by_dictionary(shard)
-    index_of_shard = seqdb.FirstPositions(shard)
+    index_of_shard = FirstPositions(shard)
     assert {pair: index_of_shard.find(*pair) for pair in list(expected)[:50]} == dict(list(expected.items())[:50])
 
 
@@ -258,9 +276,15 @@ def test_stale_shard_is_refused(tmp_path):
 def test_a_loaded_shard_views_the_arrays_numpy_reads_from_its_file(tmp_path):
     database = makedb(PROTEINS, tmp_path / "db", 2)
     shard = database.load_shard(1)
-    loaded = {"residues": shard.residues, "offsets": shard.offsets, "source_index": shard.source_index,
-              "names": shard.names._data, "name_offsets": shard.names._offsets,
-              "descriptions": shard.descriptions._data, "description_offsets": shard.descriptions._offsets}
+    loaded = {
+        "residues": shard.residues,
+        "offsets": shard.offsets,
+        "source_index": shard.source_index,
+        "names": shard.names._data,
+        "name_offsets": shard.names._offsets,
+        "descriptions": shard.descriptions._data,
+        "description_offsets": shard.descriptions._offsets,
+    }
     with np.load(tmp_path / "db" / database.shards[1].file) as stored:
         assert sorted(stored.files) == sorted(loaded)
         for name, array in loaded.items():

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from conftest import DATA
 from gpuhmm import shuffle
 from gpuhmm.cli import main
+
+from conftest import DATA
 
 
 @pytest.mark.parametrize("mu,lam", [(10.0, 0.7), (-3.0, 1.2)])
@@ -32,9 +33,23 @@ def test_shuffles_keep_composition_and_follow_the_seed():
 
 def _table(tmp_path, name, *options):
     out = tmp_path / f"{name}.tsv"
-    status = main(["search", "--cpu", "2", "--cut_ga", "--shuffle", "100", "--shuffle-out", str(out),
-                   "--tblout", str(tmp_path / f"{name}.tbl"), *options,
-                   str(DATA / "pfam-tiny.hmm"), str(DATA / "heldout.faa")])
+    status = main(
+        [
+            "search",
+            "--cpu",
+            "2",
+            "--cut_ga",
+            "--shuffle",
+            "100",
+            "--shuffle-out",
+            str(out),
+            "--tblout",
+            str(tmp_path / f"{name}.tbl"),
+            *options,
+            str(DATA / "pfam-tiny.hmm"),
+            str(DATA / "heldout.faa"),
+        ]
+    )
     assert status == 0
     return out.read_text().splitlines()
 
@@ -42,7 +57,9 @@ def _table(tmp_path, name, *options):
 def test_table_is_deterministic_for_any_sharding_and_fits_viterbi_scores(tmp_path):
     one = _table(tmp_path, "one", "--db-shards", "1")
     assert one == _table(tmp_path, "three", "--db-shards", "3")
-    reported = [line.split()[:3] for line in (tmp_path / "one.tbl").read_text().splitlines() if not line.startswith("#")]
+    reported = [
+        line.split()[:3] for line in (tmp_path / "one.tbl").read_text().splitlines() if not line.startswith("#")
+    ]
     header, rows = one[0].split("\t"), [line.split("\t") for line in one[1:]]
     assert [[row[0], row[1], row[2]] for row in rows] == reported
     for row in rows:
@@ -53,8 +70,17 @@ def test_table_is_deterministic_for_any_sharding_and_fits_viterbi_scores(tmp_pat
 
 
 def test_shuffle_without_its_table_is_refused(tmp_path, capsys):
-    status = main(["search", "--shuffle", "100", "--tblout", str(tmp_path / "t"),
-                   str(DATA / "pfam-tiny.hmm"), str(DATA / "heldout.faa")])
+    status = main(
+        [
+            "search",
+            "--shuffle",
+            "100",
+            "--tblout",
+            str(tmp_path / "t"),
+            str(DATA / "pfam-tiny.hmm"),
+            str(DATA / "heldout.faa"),
+        ]
+    )
     assert status == 1 and "--shuffle: needs --shuffle-out" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
 

@@ -6,9 +6,12 @@ import numpy as np
 import pyhmmer
 import pytest
 
+from gpuhmm.engine.reference.biasfilter import bias_scores
+from gpuhmm.engine.reference.vitfilter import viterbi_scores
+from gpuhmm.output.tophits import filter_counts
+from gpuhmm.stages import msvfilter, vitfilter
+
 from conftest import msv_filter_scores
-from gpuhmm import msv, vitfilter
-from gpuhmm._tophits import filter_counts
 
 
 def _pipeline_counts(hmm, sequences, **options):
@@ -24,22 +27,29 @@ def test_stage_counts_equal_hmmsearch(pfam_test_data, bias_filter):
     background = pyhmmer.plan7.Background(alphabet)
     chosen = sorted(hmms, key=lambda h: h.M)[:: max(1, len(hmms) // 6)]
     lengths = np.array([len(s) for s in sequences])
-    terms = msv.LengthTerms.for_lengths(alphabet, lengths)
+    terms = msvfilter.LengthTerms.for_lengths(alphabet, lengths)
     _, null1 = terms.lookup(lengths)
     residues = [np.asarray(s.sequence) for s in sequences]
     for hmm in chosen:
         expected = _pipeline_counts(hmm, sequences, bias_filter=bias_filter)
-        model = msv.msv_models([hmm])[0]
+        model = msvfilter.msv_models([hmm])[0]
         profile = vitfilter.viterbi_profiles([hmm], background)[0]
         usc, _ = msv_filter_scores(hmm, sequences)
-        passed_msv = msv.f1_pvalues(model, usc, null1) <= 0.02
+        passed_msv = msvfilter.f1_pvalues(model, usc, null1) <= 0.02
         survivors = np.nonzero(passed_msv)[0]
         subset = [residues[i] for i in survivors]
-        bias = vitfilter.bias_scores(profile, background.residue_frequencies, subset) if bias_filter else None
+        bias = bias_scores(profile, background.residue_frequencies, subset) if bias_filter else None
         stage = vitfilter.second_stage(
-            usc[survivors], null1[survivors] if bias is None else bias, (model.mu, model.lam),
-            lambda mask: vitfilter.viterbi_scores(profile, [s for s, m in zip(subset, mask) if m]),
-            (profile.mu, profile.lam), 0.02, 1e-3)
+            usc[survivors],
+            null1[survivors] if bias is None else bias,
+            (model.mu, model.lam),
+            lambda mask, profile=profile, subset=subset: viterbi_scores(
+                profile, [s for s, m in zip(subset, mask) if m]
+            ),
+            (profile.mu, profile.lam),
+            0.02,
+            1e-3,
+        )
         got = (len(survivors), int(stage.passed_bias.sum()), int(stage.passed_viterbi.sum()))
         assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"]), hmm.name
 

@@ -8,8 +8,12 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm import msv, prefilter, vitfilter, vitlayout
-from gpuhmm._tophits import filter_counts
+from gpuhmm.engine import filters
+from gpuhmm.engine.pairs import pair_batch
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.engine.reference.vitfilter import emulate, viterbi_scores
+from gpuhmm.output.tophits import filter_counts
+from gpuhmm.stages import msvfilter, vitfilter, vitlayout
 
 from conftest import filter_profiles
 
@@ -19,7 +23,9 @@ def _targets(hmms, sequences, count=36):
     long random sequence, and a '*' inside a sequence."""
     alphabet = hmms[0].alphabet
     rng = np.random.default_rng(11)
-    chosen = [np.asarray(sequences[i].sequence, dtype=np.uint8) for i in rng.choice(len(sequences), count, replace=False)]
+    chosen = [
+        np.asarray(sequences[i].sequence, dtype=np.uint8) for i in rng.choice(len(sequences), count, replace=False)
+    ]
     for hmm in hmms:
         consensus = pyhmmer.easel.TextSequence(sequence=hmm.consensus.upper()).digitize(alphabet)
         chosen.append(np.tile(np.asarray(consensus.sequence, dtype=np.uint8), 3))
@@ -34,7 +40,7 @@ def viterbi_case(pfam_test_data):
     picked = sorted(hmms, key=lambda h: h.M)[:: max(1, len(hmms) // 3)][:3]
     profiles = vitfilter.viterbi_profiles(picked, pyhmmer.plan7.Background(picked[0].alphabet))
     targets = _targets(picked, sequences)
-    return profiles, targets, [vitfilter.viterbi_scores(profile, targets) for profile in profiles]
+    return profiles, targets, [viterbi_scores(profile, targets) for profile in profiles]
 
 
 def _same(got, expected):
@@ -44,8 +50,10 @@ def _same(got, expected):
 def test_vit32_lanes_are_hmmers_arithmetic(viterbi_case):
     profiles, targets, expected = viterbi_case
     for profile, reference in zip(profiles, expected):
-        xc, status = vitlayout.emulate(profile, "vit32", targets, profile.M + 5)
-        scores = vitlayout.scores_from_xc(profile.base_w, profile.scale_w, xc, vitlayout.sequence_moves(profile, [len(t) for t in targets]), status)
+        xc, status = emulate(profile, "vit32", targets, profile.M + 5)
+        scores = vitlayout.scores_from_xc(
+            profile.base_w, profile.scale_w, xc, vitlayout.sequence_moves(profile, [len(t) for t in targets]), status
+        )
         assert _same(scores, reference).all(), profile.name
         assert np.isposinf(reference).any()  # the case covers HMMER's overflow
 
@@ -54,8 +62,10 @@ def test_vit16_lanes_equal_hmmer_where_they_vouch(viterbi_case):
     profiles, targets, expected = viterbi_case
     for profile, reference in zip(profiles, expected):
         assert vitlayout.lanes16_supported(profile)
-        xc, status = vitlayout.emulate(profile, "vit16", targets, profile.M + 5)
-        scores = vitlayout.scores_from_xc(profile.base_w, profile.scale_w, xc, vitlayout.sequence_moves(profile, [len(t) for t in targets]), status)
+        xc, status = emulate(profile, "vit16", targets, profile.M + 5)
+        scores = vitlayout.scores_from_xc(
+            profile.base_w, profile.scale_w, xc, vitlayout.sequence_moves(profile, [len(t) for t in targets]), status
+        )
         vouched = status != vitlayout.NEEDS_EXACT
         assert _same(scores, reference)[vouched].all(), profile.name
         # Overflows and the inner '*' are left to Vit32; ordinary proteins are not.
@@ -68,7 +78,7 @@ def test_pair_batch_covers_every_pair_in_chunks_of_one_model():
     lengths = np.array([5, 300, 40, 1000, 7, 60])
     pair_model = np.array([1, 0, 1, 1, 0, 2, 2])
     pair_sequence = np.array([0, 1, 3, 2, 4, 5, 3])
-    batch = vitlayout.pair_batch(pair_model, pair_sequence, lengths, chunk_residues=100)
+    batch = pair_batch(pair_model, pair_sequence, lengths, chunk_residues=100)
     assert sorted(batch.pair_order.tolist()) == list(range(7))
     assert (batch.pair_sequence == pair_sequence[batch.pair_order]).all()
     covered = np.zeros(7, dtype=int)
@@ -87,22 +97,39 @@ def test_filter_stages_count_as_hmmsearch(pfam_test_data, bias_filter):
     Forward as on every sequence."""
     hmms, sequences = pfam_test_data
     picked = sorted(hmms, key=lambda h: h.M)[1:3]
-    assert_filter_stages_count_as_hmmsearch(prefilter.ReferenceEngine(), picked, sequences[:150], bias_filter)
+    assert_filter_stages_count_as_hmmsearch(ReferenceEngine(), picked, sequences[:150], bias_filter)
 
 
 def assert_filter_stages_count_as_hmmsearch(engine, hmms, sequences, bias_filter):
     alphabet = hmms[0].alphabet
     background = pyhmmer.plan7.Background(alphabet)
-    shard = prefilter.FilterShard.from_digital(sequences)
-    results = prefilter.filter_stages(
-        engine, msv.msv_models(hmms), *filter_profiles(hmms, background), background.residue_frequencies,
-        shard, 0.02, 1e-3, 1e-5, bias_filter)
+    shard = filters.FilterShard.from_digital(sequences)
+    results = filters.filter_stages(
+        engine,
+        msvfilter.msv_models(hmms),
+        *filter_profiles(hmms, background),
+        background.residue_frequencies,
+        shard,
+        0.02,
+        1e-3,
+        1e-5,
+        bias_filter,
+    )
     block = pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
     for hmm, result in zip(hmms, results):
         expected = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, block))
         survivors = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[i] for i in result.survivors])
         tail = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, survivors))
-        got = (result.passed_msv, result.passed_bias,
-               tail["n_past_vit"] + result.stopped_after_viterbi, tail["n_past_fwd"])
-        assert got == (expected["n_past_msv"], expected["n_past_bias"], expected["n_past_vit"], expected["n_past_fwd"]), hmm.name
+        got = (
+            len(result.passed_msv),
+            len(result.passed_bias),
+            tail["n_past_vit"] + len(result.stopped_after_viterbi),
+            tail["n_past_fwd"],
+        )
+        assert got == (
+            expected["n_past_msv"],
+            expected["n_past_bias"],
+            expected["n_past_vit"],
+            expected["n_past_fwd"],
+        ), hmm.name
         assert len(result.survivors) <= expected["n_past_vit"], hmm.name

@@ -18,10 +18,13 @@ pytestmark = pytest.mark.slow
 def _snakemake(workdir, *arguments, check=True, tools=None):
     environment = dict(os.environ)
     environment["PATH"] = os.pathsep.join(
-        [*([str(tools)] if tools else []), str(Path(sys.executable).parent), environment["PATH"]])
+        [*([str(tools)] if tools else []), str(Path(sys.executable).parent), environment["PATH"]]
+    )
     process = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *arguments],
-        capture_output=True, text=True, env=environment,
+        capture_output=True,
+        text=True,
+        env=environment,
     )
     if check and process.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(arguments)} failed:\n{process.stdout}\n{process.stderr}")
@@ -42,8 +45,10 @@ def _config(tmp_path, **hmmer):
     return path
 
 
-@pytest.mark.parametrize("case, hmmer", [("defaults", {}), ("cut_ga", {"cut": "ga"}),
-                                         ("evalue", {"E": 1.0e-5, "domE": 1.0e-3, "Z": 1000000})])
+@pytest.mark.parametrize(
+    "case, hmmer",
+    [("defaults", {}), ("cut_ga", {"cut": "ga"}), ("evalue", {"E": 1.0e-5, "domE": 1.0e-3, "Z": 1000000})],
+)
 def test_workflow_tables_identical_to_hmmsearch(tmp_path, case, hmmer):
     config = _config(tmp_path, **hmmer)
     _snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
@@ -118,8 +123,16 @@ def test_slurm_profile_dry_runs(tmp_path):
     """The SLURM profile plans every job and asks a GPU for each search (conda left out here)."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
     config = _config(tmp_path)
-    plan = _snakemake(tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config),
-                      "--sdm", "env-modules", "-n").stdout
+    plan = _snakemake(
+        tmp_path,
+        "--workflow-profile",
+        str(ROOT / "profiles" / "slurm"),
+        "--configfile",
+        str(config),
+        "--sdm",
+        "env-modules",
+        "-n",
+    ).stdout
     searches = [line for line in plan.splitlines() if "engine=--backend" in line]
     assert len(searches) == 2
     assert all("gpu=1" in line and "gpu_model=h100" in line and "cpus_per_task=16" in line for line in searches)
@@ -175,15 +188,27 @@ def test_slurm_profile_submits_gpu_searches_and_runs_through(tmp_path):
         (tools / name).write_text(f"#!{sys.executable}{code}")
         (tools / name).chmod(0o755)
     config = _config(tmp_path)
-    _snakemake(tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config),
-               "--sdm", "env-modules", "--slurm-pass-command-as-script",
-               "--slurm-init-seconds-before-status-checks", "1", tools=tools)
+    _snakemake(
+        tmp_path,
+        "--workflow-profile",
+        str(ROOT / "profiles" / "slurm"),
+        "--configfile",
+        str(config),
+        "--sdm",
+        "env-modules",
+        "--slurm-pass-command-as-script",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        tools=tools,
+    )
     submissions = (tools / "submissions.txt").read_text().splitlines()
     searches = [line for line in submissions if "--comment rule_search" in line]
     others = [line for line in submissions if "--comment rule_search" not in line]
     assert len(searches) == 2 and len(others) == 3
-    assert all("--gpus=h100:1" in line and "--cpus-per-task=16" in line and "--mem 64000" in line
-               and "-t 240" in line for line in searches)
+    assert all(
+        "--gpus=h100:1" in line and "--cpus-per-task=16" in line and "--mem 64000" in line and "-t 240" in line
+        for line in searches
+    )
     assert not any("--gpus" in line for line in others)
     for kind in TABLES:
         assert_tables_equal(tmp_path / "out" / f"hits.{kind}", GOLDEN / f"proteins.defaults.{kind}")
@@ -196,10 +221,24 @@ def test_a_host_workflow_uses_gpuhmm_as_a_module(tmp_path):
     config["gpuhmm"].update(models=str(DATA / "pfam-test.h3m.gz"), sequences=str(DATA / "proteins.faa"))
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     process = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(tmp_path), "-s", str(tmp_path / "Snakefile")],
-        capture_output=True, text=True,
-        env={**os.environ, "GPUHMM_SNAKEFILE": str(ROOT / "Snakefile"),
-             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])},
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "2",
+            "--directory",
+            str(tmp_path),
+            "-s",
+            str(tmp_path / "Snakefile"),
+        ],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GPUHMM_SNAKEFILE": str(ROOT / "Snakefile"),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        },
     )
     assert process.returncode == 0, process.stderr[-3000:]
     assert "localrules directive specifies rules that are not present" not in process.stderr

@@ -4,49 +4,90 @@ The public API speaks HMMER's vocabulary::
 
     import gpuhmm
     hits = gpuhmm.hmmsearch("Pfam-A.hmm", "proteins.faa", gpuhmm.SearchOptions(cut="ga"),
-                            tblout="hits.tblout")
+                            gpuhmm.OutputFiles(tblout="hits.tblout"))
 
 `hits` is one pyhmmer `TopHits` per model, in file order, with E-values over the whole
 database. Importing gpuhmm needs neither CUDA nor Dask.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ._version import __version__
 from .errors import GpuhmmError
-from .options import SearchOptions
+from .options import EngineSettings, OutputFiles, ReportSettings, SearchOptions
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from pyhmmer.plan7 import TopHits
+
+    from .db.database import SequenceDatabase
 
 
 def __getattr__(name):
     # The database API loads numpy and pyhmmer; importing it lazily lets the CLI start its
     # Dask cluster first, while those load.
     if name in ("SequenceDatabase", "makedb"):
-        from . import seqdb
+        from .db import database
 
-        return getattr(seqdb, name)
+        return getattr(database, name)
     raise AttributeError(f"module 'gpuhmm' has no attribute {name!r}")
 
 
-def hmmsearch(models_file, sequences, options=SearchOptions(), **keywords):
-    """Search every model of `models_file` against `sequences`; see `gpuhmm.runner.hmmsearch`."""
-    from .runner import hmmsearch as run
+def hmmsearch(
+    models_file: str | PathLike,
+    sequences: str | PathLike | SequenceDatabase,
+    options: SearchOptions = SearchOptions(),
+    outputs: OutputFiles = OutputFiles(),
+    engine: EngineSettings = EngineSettings(),
+) -> list[TopHits]:
+    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory),
+    as hmmsearch does: one merged `TopHits` per model, in file order."""
+    from .api import hmmsearch as run
 
-    return run(models_file, sequences, options, **keywords)
-
-
-def phmmer(queries_file, sequences, options=SearchOptions(), **keywords):
-    """Search each protein of `queries_file` against `sequences` as phmmer does; see
-    `gpuhmm.runner.phmmer`."""
-    from .runner import phmmer as run
-
-    return run(queries_file, sequences, options, **keywords)
-
-
-def hmmscan(models_file, sequences, options=SearchOptions(), **keywords):
-    """Annotate each sequence of `sequences` with the models of `models_file` as hmmscan does;
-    one TopHits per sequence. See `gpuhmm.runner.hmmscan`."""
-    from .runner import hmmscan as run
-
-    return run(models_file, sequences, options, **keywords)
+    return run(models_file, sequences, options, outputs, engine)
 
 
-__all__ = ["GpuhmmError", "SearchOptions", "SequenceDatabase", "__version__", "hmmscan", "hmmsearch", "makedb",
-           "phmmer"]
+def phmmer(
+    queries_file: str | PathLike,
+    sequences: str | PathLike,
+    options: SearchOptions = SearchOptions(),
+    outputs: OutputFiles = OutputFiles(),
+    engine: EngineSettings = EngineSettings(),
+) -> list[TopHits]:
+    """Search each protein of `queries_file` against `sequences` as phmmer does: one `TopHits`
+    per query, in file order."""
+    from .api import phmmer as run
+
+    return run(queries_file, sequences, options, outputs, engine)
+
+
+def hmmscan(
+    models_file: str | PathLike,
+    sequences: str | PathLike,
+    options: SearchOptions = SearchOptions(),
+    outputs: OutputFiles = OutputFiles(),
+    engine: EngineSettings = EngineSettings(),
+) -> list[TopHits]:
+    """Annotate each sequence of `sequences` with the models of `models_file` as hmmscan does:
+    one `TopHits` per sequence, in file order."""
+    from .api import hmmscan as run
+
+    return run(models_file, sequences, options, outputs, engine)
+
+
+__all__ = [
+    "EngineSettings",
+    "GpuhmmError",
+    "OutputFiles",
+    "ReportSettings",
+    "SearchOptions",
+    "SequenceDatabase",
+    "__version__",
+    "hmmscan",
+    "hmmsearch",
+    "makedb",
+    "phmmer",
+]

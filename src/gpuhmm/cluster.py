@@ -23,7 +23,7 @@ import subprocess
 import threading
 import time
 
-from . import _cudadriver
+from .engine import cudadriver
 from .errors import GpuhmmError
 
 log = logging.getLogger("gpuhmm")
@@ -50,15 +50,14 @@ NO_STEALING = {"distributed.scheduler.work-stealing": False}
 #: The smallest tasks, this share of the cells, have no home worker. Dask queues such tasks
 #: (`distributed.scheduler.worker-saturation`) until a worker has a thread free, which a worker
 #: has only once its own shards' tasks run out: one that runs ahead then takes on others' work,
-#: loading their shards, instead of idling while they finish. The workers of one 4-GPU search
-#: took 2 to 11 % longer than the fastest for the same tasks (4 × H200, 2.4 and 6.0 G residues).
+#: loading their shards, instead of idling while they finish.
 FLOATING_SHARE = 0.1
 
 #: What a GPU worker process imports before it can work: Dask's worker, dask-cuda, and
 #: gpuhmm's engine with CuPy (importing CuPy does not start CUDA, so a forked process still can).
 #: dask-cuda's workers are forked from multiprocessing's fork server with these imported
 #: (`_start_worker_forkserver`), not spawned to import them each after the cluster starts.
-WORKER_PRELOAD = ("distributed", "dask_cuda", "gpuhmm.pipeline", "cupy")
+WORKER_PRELOAD = ("distributed", "dask_cuda", "gpuhmm.worker", "cupy")
 FORKED_WORKERS = {"distributed.worker.multiprocessing-method": "forkserver"}
 
 #: dask-cuda's worker preload that creates the worker's CUDA context as it starts (`_own_gpu_only`).
@@ -116,7 +115,7 @@ def _start_worker_forkserver():
     """Start multiprocessing's fork server, importing WORKER_PRELOAD, in the background. It
     imports them while this process imports Dask and starts the scheduler, so the workers forked
     from it (FORKED_WORKERS) start with their imports done: spawned, each imported them only
-    once the scheduler had started, and the search waited for the slowest (1.2 s less on 2 GPUs).
+    once the scheduler had started, and the search waited for the slowest.
     Forked workers keep this process's environment: Dask's `distributed.nanny.pre-spawn-environ`
     (thread counts for BLAS, which gpuhmm does not use, and malloc trimming) does not reach them.
     The server outlives a cluster: later ones fork from it too."""
@@ -129,15 +128,13 @@ def _own_gpu_only(local_cuda_cluster):
     CUDA in its own time.
 
     dask-cuda shows every worker all the GPUs, its own first, for transfers between GPUs
-    (which gpuhmm does not make), and CUDA then sets up all of them in every worker. With 4
-    processes starting CUDA at once on 4 × H200, each took 1.1 to 1.8 s shown every GPU and
-    0.8 to 1.2 s shown its own; the cluster waits for the slowest worker.
+    (which gpuhmm does not make), and CUDA then sets up all of them in every worker, which is
+    slower; the cluster waits for the slowest worker.
 
     dask-cuda's preload also creates each worker's CUDA context before the worker joins the
-    cluster (for TCP, its comment says, the moment does not matter). The search cannot begin
-    until every worker has joined; without the preload, each worker starts CUDA as the search
-    begins, off its interpreter lock (`gpu.device_count`), while it reads the models and loads
-    its first shards. On 4 × H200 the cluster then started in 0.6 to 0.8 s instead of 1.6 s."""
+    cluster. The search cannot begin until every worker has joined; without the preload, each
+    worker starts CUDA as the search begins, off its interpreter lock (`gpu.device_count`),
+    while it reads the models and loads its first shards."""
 
     class OwnGpuOnly(local_cuda_cluster):
         def new_worker_spec(self):
@@ -147,7 +144,9 @@ def _own_gpu_only(local_cuda_cluster):
                 environment = options["env"]
                 environment["CUDA_VISIBLE_DEVICES"] = str(environment["CUDA_VISIBLE_DEVICES"]).split(",")[0]
                 options["preload"] = [name for name in options.get("preload", []) if name != CONTEXT_PRELOAD]
-                options["preload_argv"] = [word for word in options.get("preload_argv", []) if word != CONTEXT_PRELOAD_ARGUMENT]
+                options["preload_argv"] = [
+                    word for word in options.get("preload_argv", []) if word != CONTEXT_PRELOAD_ARGUMENT
+                ]
             return specs
 
     return OwnGpuOnly
@@ -172,10 +171,9 @@ class DaskExecutor:
         self._asked_at = time.perf_counter()
         if self.gpus:
             # Without persistence mode, the driver sets a GPU up when the first process opens it
-            # and tears it down when the last one closes it: in a trace on 4 × H200, the workers'
-            # CUDA start took 1.8 s where no other process held the GPUs and 0.85 s where this
-            # one did. The workers are forked from the fork server, which never starts CUDA.
-            threading.Thread(target=_cudadriver.open_driver, name="gpuhmm-cuda-driver", daemon=True).start()
+            # and tears it down when the last one closes it: held open here, the workers' CUDA
+            # start is shorter. The workers are forked from the fork server, which never starts CUDA.
+            threading.Thread(target=cudadriver.open_driver, name="gpuhmm-cuda-driver", daemon=True).start()
         if self.gpus > 1:
             _start_worker_forkserver()
         self._starting = threading.Thread(target=self._start, name="gpuhmm-cluster-start", daemon=True)
@@ -200,19 +198,27 @@ class DaskExecutor:
                 try:
                     from dask_cuda import LocalCUDACluster
                 except ImportError as error:
-                    raise GpuhmmError("dask_cuda", f"{self.gpus} GPUs need it for their workers ({error}); "
-                                      "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU") from error
+                    raise GpuhmmError(
+                        "dask_cuda",
+                        f"{self.gpus} GPUs need it for their workers ({error}); "
+                        "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU",
+                    ) from error
                 dask.config.set(NO_STEALING)
                 with dask.config.set(FORKED_WORKERS):
                     self._cluster = _own_gpu_only(LocalCUDACluster)(
-                        n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common)
+                        n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common
+                    )
             else:
                 self._cluster = distributed.LocalCluster(
-                    n_workers=1, threads_per_worker=self.workers, processes=False, **common)
+                    n_workers=1, threads_per_worker=self.workers, processes=False, **common
+                )
             self._client = distributed.Client(self._cluster)
             if not self.in_process:
-                log.info("Dask cluster started in %.1fs (Dask imported in %.1fs)",
-                         time.perf_counter() - self._asked_at, imported)
+                log.info(
+                    "Dask cluster started in %.1fs (Dask imported in %.1fs)",
+                    time.perf_counter() - self._asked_at,
+                    imported,
+                )
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
@@ -220,7 +226,9 @@ class DaskExecutor:
         self._starting.join()
         if self._error is not None:
             if self.scheduler:
-                raise GpuhmmError(f"--scheduler {self.scheduler}", f"cannot connect to the Dask scheduler ({self._error})")
+                raise GpuhmmError(
+                    f"--scheduler {self.scheduler}", f"cannot connect to the Dask scheduler ({self._error})"
+                )
             raise self._error
         return self._client
 
@@ -298,8 +306,12 @@ class DaskExecutor:
                 eta = (now - started) * (1 - fraction) / fraction if fraction else float("nan")
                 log.info(
                     "search: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
-                    done, len(futures), 100 * fraction, done_cells / max(now - started, 1e-9) / 1e9,
-                    now - started, eta,
+                    done,
+                    len(futures),
+                    100 * fraction,
+                    done_cells / max(now - started, 1e-9) / 1e9,
+                    now - started,
+                    eta,
                 )
             yield result
 

@@ -9,7 +9,7 @@ class GpuhmmError(Exception):
     """
 
     def __init__(self, source, problem):
-        super().__init__(str(source), problem)
+        super().__init__(None if source is None else str(source), problem)
 
     @property
     def source(self):
@@ -20,4 +20,4 @@ class GpuhmmError(Exception):
         return self.args[1]
 
     def __str__(self):
-        return f"{self.source}: {self.problem}"
+        return self.problem if self.source is None else f"{self.source}: {self.problem}"

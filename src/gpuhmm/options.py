@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
 
 from .errors import GpuhmmError
 
@@ -17,6 +16,9 @@ CUTOFFS = {"ga": "gathering", "tc": "trusted", "nc": "noise"}
 
 #: hmmsearch refuses any of these together with a `--cut_*` option.
 THRESHOLD_OPTIONS = ("E", "T", "domE", "domT", "incE", "incT", "incdomE", "incdomT")
+
+#: The E-value thresholds, which may be infinite.
+E_VALUE_OPTIONS = ("E", "domE", "incE", "incdomE")
 
 #: hmmsearch refuses the filter thresholds together with `--max`.
 FILTER_OPTIONS = ("F1", "F2", "F3")
@@ -30,21 +32,22 @@ class SearchOptions:
     """The options of one search, as `hmmsearch` takes them."""
 
     E: float = 10.0
-    T: Optional[float] = None
+    T: float | None = None
     domE: float = 10.0
-    domT: Optional[float] = None
+    domT: float | None = None
     incE: float = 0.01
-    incT: Optional[float] = None
+    incT: float | None = None
     incdomE: float = 0.01
-    incdomT: Optional[float] = None
-    cut: Optional[str] = None
-    Z: Optional[float] = None
-    domZ: Optional[float] = None
+    incdomT: float | None = None
+    cut: str | None = None
+    Z: float | None = None
+    domZ: float | None = None
     F1: float = 0.02
     F2: float = 1e-3
     F3: float = 1e-5
     max: bool = False
     nobias: bool = False
+    nonull2: bool = False
     seed: int = 42
 
     @classmethod
@@ -57,7 +60,9 @@ class SearchOptions:
         defaults = {field.name: field.default for field in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(defaults))
         if unknown:
-            raise GpuhmmError(source, f"unknown hmmsearch option(s): {', '.join(unknown)}")
+            raise GpuhmmError(
+                source, f"unknown hmmsearch option(s): {', '.join(unknown)}; known: {', '.join(defaults)}"
+            )
         given = {key: value for key, value in values.items() if value is not None and value != defaults[key]}
         options = cls(**given)
         options._check(source, given)
@@ -69,7 +74,9 @@ class SearchOptions:
 
         for name in ("E", "domE", "incE", "incdomE", "Z", "domZ", *FILTER_OPTIONS):
             value = getattr(self, name)
-            if value is not None and not (_is_number(value) and value > 0):
+            # hmmsearch takes `-E inf` (report everything); the other values must be finite.
+            allowed = _is_number(value) or (name in E_VALUE_OPTIONS and value == math.inf)
+            if value is not None and not (allowed and value > 0):
                 fail(f"{_flag(name)} must be a number > 0, not {value!r}")
         for name in ("T", "domT", "incT", "incdomT"):
             value = getattr(self, name)
@@ -115,6 +122,7 @@ class SearchOptions:
             F2=self.F2,
             F3=self.F3,
             bias_filter=not self.nobias,
+            null2=not self.nonull2,
             seed=self.seed,
         )
         if self.max:
@@ -144,3 +152,55 @@ def _flag(name):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportSettings:
+    """How the `-o` report looks, as hmmsearch's `--noali`, `--acc` and `--notextw`/`--textw`."""
+
+    noali: bool = False  # no alignments in the report
+    acc: bool = False  # accessions, where the models and sequences have them, instead of names
+    textw: int = 120  # line width for alignments; 0: unlimited (`--notextw`)
+
+    def __post_init__(self):
+        if 0 < self.textw < 120:  # the range hmmsearch's --textw accepts
+            raise GpuhmmError("--textw", f"must be 0 (unlimited) or at least 120, not {self.textw}")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputFiles:
+    """Where a search writes what; None: not written. `-` is standard output."""
+
+    tblout: str | None = None
+    domtblout: str | None = None
+    pfamtblout: str | None = None
+    domains: str | None = None  # one row per reported domain (TSV, pfam_scan style)
+    summary: str | None = None  # the run summary, JSON
+    summary_tsv: str | None = None
+    hits: str | None = None  # the intermediate of a model shard, for `gpuhmm merge`
+    output: str | None = None  # `-o`: the report, with alignments unless `report.noali`
+    alignments: str | None = None  # `-A`: a Stockholm alignment of each query's included hits
+    shuffle_out: str | None = None  # shuffle significance per reported hit (TSV)
+    shuffles: int = DEFAULT_SHUFFLES  # shuffles per hit for `shuffle_out`
+    report: ReportSettings = ReportSettings()
+
+    def named(self):
+        """Each output's option name → its path (None where not given)."""
+        flags = {"output": "-o", "alignments": "-A"}
+        return {
+            flags.get(name, f"--{name.replace('_', '-')}"): getattr(self, name)
+            for name in (field.name for field in dataclasses.fields(self))
+            if name not in ("shuffles", "report")
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSettings:
+    """How the work is spread: backend, Dask cluster, threads and shards."""
+
+    backend: str = "auto"  # auto | cpu | gpu
+    scheduler: str | None = None  # a running Dask scheduler's address; None: start a local cluster
+    cpus: int | None = None  # worker threads; None: every core this process may use
+    db_shards: int = 1  # shards a FASTA database is split into
+    model_shards: int | None = None  # model groups balanced by length; None: guided groups
+    shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's

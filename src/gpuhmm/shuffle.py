@@ -19,8 +19,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pyhmmer.plan7
 
-from . import prefilter, vitfilter
+from .engine.filters import FilterShard, viterbi_filter
+from .engine.reference import ReferenceEngine
+from .engine.reference.vitfilter import viterbi_scores
+from .stages import vitfilter
+from .worker import STATE
 
 #: Shuffled residues scored per engine call: bounds the memory of one batch.
 BATCH_RESIDUES = 20_000_000
@@ -87,7 +92,7 @@ def gumbel_pvalue(score, mu, lam):
 
 
 def significance_rows(engine, assessed, targets, count, seed, alphabet):
-    """The table's rows (merge.SHUFFLE_COLUMNS) for every reported hit, models in order, hits
+    """The table's rows (output.tables.SHUFFLE_COLUMNS) for every reported hit, models in order, hits
     as reported.
 
     `assessed` lists (model position, its TopHits, its ViterbiProfile) for the models with
@@ -122,22 +127,60 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
     lengths = np.concatenate([np.full(len(piece), piece.shape[1]) for piece in pieces])
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     residues = np.concatenate([piece.reshape(-1) for piece in pieces])
-    shard = prefilter.FilterShard.build(residues, offsets, alphabet)
+    shard = FilterShard.build(residues, offsets, alphabet)
     pair_model = np.array(pair_model)
-    scores = prefilter.viterbi_filter(engine, profiles, shard, pair_model, np.arange(len(pair_model)))
+    scores = viterbi_filter(engine, profiles, shard, pair_model, np.arange(len(pair_model)))
     # Models too large for the kernel (NaN) are scored by the numpy model of vitfilter.c.
     for profile_index in np.unique(pair_model[np.isnan(scores)]).tolist():
         pairs = np.flatnonzero(np.isnan(scores) & (pair_model == profile_index))
-        scores[pairs] = vitfilter.viterbi_scores(
-            profiles[profile_index], [residues[offsets[pair]:offsets[pair + 1]] for pair in pairs.tolist()])
+        scores[pairs] = viterbi_scores(
+            profiles[profile_index], [residues[offsets[pair] : offsets[pair + 1]] for pair in pairs.tolist()]
+        )
     bits = (scores.astype(np.float64) - shard.null1.astype(np.float64)) / math.log(2)
     rows = []
     for index, (_, _, model_hits, hit, _, _) in enumerate(work):
         own = bits[index * (count + 1)]
-        shuffled = bits[index * (count + 1) + 1:(index + 1) * (count + 1)]
+        shuffled = bits[index * (count + 1) + 1 : (index + 1) * (count + 1)]
         mu, lam = fit_censored_gumbel(shuffled)
         query = model_hits.query
-        rows.append((hit.name, hit.accession or "-", query.name, query.accession or "-", f"{hit.evalue:.2g}",
-                     f"{hit.score:.1f}", f"{own:.2f}", count, f"{mu:.4f}", f"{lam:.4f}",
-                     f"{gumbel_pvalue(own, mu, lam):.3g}"))
+        rows.append(
+            (
+                hit.name,
+                hit.accession or "-",
+                query.name,
+                query.accession or "-",
+                f"{hit.evalue:.2g}",
+                f"{hit.score:.1f}",
+                f"{own:.2f}",
+                count,
+                f"{mu:.4f}",
+                f"{lam:.4f}",
+                f"{gumbel_pvalue(own, mu, lam):.3g}",
+            )
+        )
     return rows
+
+
+def significance(models, hits_by_model, database, count, seed, backend):
+    """The shuffle significance rows (`shuffle`) of every reported hit, scored on this process's
+    GPU engine, or on its numpy reference (the CPU reference) on the CPU backend."""
+    engine = STATE.engine() if backend == "gpu" else ReferenceEngine()
+    positions = [position for position, model_hits in enumerate(hits_by_model) if len(model_hits.reported)]
+    profiles = vitfilter.viterbi_profiles([models[p] for p in positions], pyhmmer.plan7.Background(database.alphabet))
+    assessed = [(position, hits_by_model[position], profile) for position, profile in zip(positions, profiles)]
+    wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
+    found = {}
+    for index in range(len(database.shards)):
+        shard = database.load_shard(index)
+        lengths, source_index = shard.lengths.tolist(), shard.source_index.tolist()
+        for position, name in enumerate(shard.names):
+            key = (name, lengths[position])
+            # The first in file order, as `ResidentShard.file_position` takes.
+            if key in wanted and (key not in found or source_index[position] < found[key][1]):
+                found[key] = (
+                    shard.residues[shard.offsets[position] : shard.offsets[position + 1]],
+                    source_index[position],
+                )
+    return significance_rows(
+        engine, assessed, lambda name, length: found[(name, length)], count, seed, database.alphabet
+    )

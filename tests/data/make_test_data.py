@@ -23,13 +23,15 @@ import gzip
 import io
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pyhmmer.easel import Alphabet, DigitalSequenceBlock, TextSequence
 from pyhmmer.plan7 import HMMFile, Pipeline
+
+import hmmer_binaries  # noqa: E402  (tests/hmmer_binaries.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,13 +60,32 @@ SOURCE_PROTEOME = "proteome-HG003687.faa"
 #   DUF6304 (157) GA 35.8/35.8  TC 50.2/45.5  NC 26.3/25.6
 # They are written in the order in which they appear in the source file.
 TEST_MODELS = [
-    "Fer4", "TPR_1", "PTS_EIIB", "HTH_AraC",
-    "HTH_3", "CBS", "HisKA", "S1",
-    "ABC_tran", "AAA", "Acetyltransf_1", "HATPase_c", "Response_reg",
-    "Radical_SAM", "BPD_transp_1", "GTP_EFTU", "Hydrolase", "Abhydrolase_1",
-    "ABC_membrane", "SBP_bac_1", "tRNA-synt_1g",
-    "HAMP", "DUF6072", "DUF6304",
-    "Phosphorylase", "PEPcase",
+    "Fer4",
+    "TPR_1",
+    "PTS_EIIB",
+    "HTH_AraC",
+    "HTH_3",
+    "CBS",
+    "HisKA",
+    "S1",
+    "ABC_tran",
+    "AAA",
+    "Acetyltransf_1",
+    "HATPase_c",
+    "Response_reg",
+    "Radical_SAM",
+    "BPD_transp_1",
+    "GTP_EFTU",
+    "Hydrolase",
+    "Abhydrolase_1",
+    "ABC_membrane",
+    "SBP_bac_1",
+    "tRNA-synt_1g",
+    "HAMP",
+    "DUF6072",
+    "DUF6304",
+    "Phosphorylase",
+    "PEPcase",
 ]
 
 # Three short models written in HMMER3 *text* format.  Fer4 and HTH_AraC are
@@ -72,12 +93,12 @@ TEST_MODELS = [
 # TetR_N is not (it has real hits in the proteome).
 TINY_MODELS = ["Fer4", "HTH_AraC", "TetR_N"]
 
-SEED = 20240611            # master seed for Python's random.Random
-N_REAL_MAIN = 300          # real proteins in proteins.faa
-N_REAL_HELDOUT = 100       # real proteins in heldout.faa (disjoint from main)
-N_PHMMER_QUERIES = 12      # the first real proteins of heldout.faa, as phmmer queries
-N_BACKGROUND = 150         # real proteins whose residues are shuffled to make
-                           # the background of the ~35 kb edge-case sequence
+SEED = 20240611  # master seed for Python's random.Random
+N_REAL_MAIN = 300  # real proteins in proteins.faa
+N_REAL_HELDOUT = 100  # real proteins in heldout.faa (disjoint from main)
+N_PHMMER_QUERIES = 12  # the first real proteins of heldout.faa, as phmmer queries
+N_BACKGROUND = 150  # real proteins whose residues are shuffled to make
+# the background of the ~35 kb edge-case sequence
 GIANT_LENGTH = 35000
 
 # hmmemit seeds (must be > 0: --seed 0 means "arbitrary seed" in HMMER).
@@ -88,7 +109,7 @@ GIANT_LENGTH = 35000
 MAIN_CORE_SEED, MAIN_PROF_SEED = 1000, 2000
 HELD_CORE_SEED, HELD_PROF_SEED = 5000, 6000
 EDGE_SEED = 9000
-PROFILE_L = 150            # hmmemit -p -L: expected flank length
+PROFILE_L = 150  # hmmemit -p -L: expected flank length
 
 # line widths cycled over the records of proteins.faa (0 = unwrapped)
 WIDTHS_MAIN = [60, 80, 37, 0, 60, 72, 80, 50, 60, 61]
@@ -98,18 +119,10 @@ WIDTHS_MAIN = [60, 80, 37, 0, 60, 72, 80, 50, 60, 61]
 # helpers
 # ---------------------------------------------------------------------------
 
+
 def find_binary(name):
-    """Locate a HMMER binary: the PyPI `hmmer` package's data/bin first (it
-    holds the real executables; the console scripts on PATH are Python
-    wrappers), then PATH."""
-    try:
-        import hmmer  # noqa: F401
-        cand = os.path.join(os.path.dirname(hmmer.__file__), "data", "bin", name)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    except ImportError:
-        pass
-    path = shutil.which(name)
+    """A HMMER binary (`hmmer_binaries.find_binary`), or exit."""
+    path = hmmer_binaries.find_binary(name)
     if path is None:
         sys.exit(f"error: cannot find HMMER binary {name!r}")
     return path
@@ -139,7 +152,7 @@ def format_record(header, seq, width):
     if seq:
         if width and width > 0:
             for i in range(0, len(seq), width):
-                out.append(seq[i:i + width] + "\n")
+                out.append(seq[i : i + width] + "\n")
         else:
             out.append(seq + "\n")
     return "".join(out)
@@ -147,8 +160,7 @@ def format_record(header, seq, width):
 
 def write_deterministic_gzip(path, data):
     with open(path, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw,
-                           compresslevel=9, mtime=0) as gz:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
             gz.write(data)
 
 
@@ -164,8 +176,7 @@ def load_models(src, names):
         sys.exit(f"error: models not found in {src}: {sorted(missing)}")
     for name, hmm in found.items():
         c = hmm.cutoffs
-        if not (c.gathering_available() and c.trusted_available()
-                and c.noise_available()):
+        if not (c.gathering_available() and c.trusted_available() and c.noise_available()):
             sys.exit(f"error: model {name} lacks GA/TC/NC cutoffs")
     return found
 
@@ -219,6 +230,7 @@ def read_fasta_raw_text(text):
 # builders
 # ---------------------------------------------------------------------------
 
+
 def emitted_records(emitter, models, n_core, n_prof, core_seed, prof_seed, tag):
     """hmmemit samples for every test model -> list of (header, seq)."""
     recs = []
@@ -229,15 +241,16 @@ def emitted_records(emitter, models, n_core, n_prof, core_seed, prof_seed, tag):
             seed = core_seed + i
             for j, s in enumerate(emitter.emit(name, n_core, seed), 1):
                 k += 1
-                desc = (f"hmmemit --seed {seed} -N {n_core} sample {j} of {name} "
-                        f"{acc} (core model) [{tag}]")
+                desc = f"hmmemit --seed {seed} -N {n_core} sample {j} of {name} {acc} (core model) [{tag}]"
                 recs.append((f"emit_{name}_{k}", desc, s))
         if n_prof:
             seed = prof_seed + i
             for j, s in enumerate(emitter.emit(name, n_prof, seed, profile=True), 1):
                 k += 1
-                desc = (f"hmmemit -p -L {PROFILE_L} --seed {seed} -N {n_prof} "
-                        f"sample {j} of {name} {acc} (local multihit profile) [{tag}]")
+                desc = (
+                    f"hmmemit -p -L {PROFILE_L} --seed {seed} -N {n_prof} "
+                    f"sample {j} of {name} {acc} (local multihit profile) [{tag}]"
+                )
                 recs.append((f"emit_{name}_{k}", desc, s))
     # every 5th emitted record gets no description at all (tblout prints "-")
     out = []
@@ -251,9 +264,18 @@ def make_giant(rng, emitter, background_seqs):
     """~35 kb sequence: shuffled real-protein background with emitted domains
     (core samples of several test models) embedded at spread-out positions."""
     inserts = []
-    inserted_models = ["ABC_tran", "Response_reg", "HATPase_c", "GTP_EFTU",
-                       "Radical_SAM", "Phosphorylase", "CBS", "HTH_3",
-                       "ABC_tran", "AAA"]
+    inserted_models = [
+        "ABC_tran",
+        "Response_reg",
+        "HATPase_c",
+        "GTP_EFTU",
+        "Radical_SAM",
+        "Phosphorylase",
+        "CBS",
+        "HTH_3",
+        "ABC_tran",
+        "AAA",
+    ]
     for k, name in enumerate(inserted_models):
         inserts.append(emitter.emit(name, 1, EDGE_SEED + 100 + k)[0])
     pool = list("".join(s.rstrip("*") for s in background_seqs))
@@ -266,13 +288,15 @@ def make_giant(rng, emitter, background_seqs):
     cuts = [round(n_bg * p / pieces) for p in range(pieces + 1)]
     parts = []
     for p in range(pieces):
-        parts.append("".join(bg[cuts[p]:cuts[p + 1]]))
+        parts.append("".join(bg[cuts[p] : cuts[p + 1]]))
         if p < len(inserts):
             parts.append(inserts[p])
     seq = "".join(parts)
     assert len(seq) == GIANT_LENGTH
-    desc = ("shuffled residues of %d real proteins with embedded hmmemit core "
-            "samples of %s" % (len(background_seqs), ",".join(inserted_models)))
+    desc = "shuffled residues of {} real proteins with embedded hmmemit core samples of {}".format(
+        len(background_seqs),
+        ",".join(inserted_models),
+    )
     return ("edge_giant_35k " + desc, seq)
 
 
@@ -285,9 +309,9 @@ def score_candidates(hmm, seqs):
     depend on Z or on the other sequences, so this is deterministic and
     agrees with hmmsearch."""
     abc = Alphabet.amino()
-    block = DigitalSequenceBlock(abc, [
-        TextSequence(name=str(i).encode(), sequence=s).digitize(abc)
-        for i, s in enumerate(seqs)])
+    block = DigitalSequenceBlock(
+        abc, [TextSequence(name=str(i).encode(), sequence=s).digitize(abc) for i, s in enumerate(seqs)]
+    )
     hits = Pipeline(abc, Z=1000, domZ=1000).search_hmm(hmm, block)
     return {int(h.name): (h.score, [d.score for d in h.domains]) for h in hits}
 
@@ -302,34 +326,36 @@ def make_band_targets(rng, emitter, models):
     recs = []
     for m, name in enumerate(["DUF6072", "DUF6304", "HAMP"]):
         hmm = models[name]
-        base = [emitter.emit(name, 1, EDGE_SEED + 300 + 10 * m + j)[0]
-                for j in range(4)]
+        base = [emitter.emit(name, 1, EDGE_SEED + 300 + 10 * m + j)[0] for j in range(4)]
         cands, labels = [], []
         for j, b in enumerate(base):
             for k in range(30):
                 p = k / 40
-                cands.append("".join(c if rng.random() >= p else rng.choice(AMINO)
-                                     for c in b))
+                cands.append("".join(c if rng.random() >= p else rng.choice(AMINO) for c in b))
                 labels.append(f"sample {j + 1} with {k}/40 of residues randomised")
         for j in range(len(base) - 1):
             cands.append(base[j] + base[j + 1])
             labels.append(f"samples {j + 1}+{j + 2} concatenated")
         scores = score_candidates(hmm, cands)
         c = hmm.cutoffs
-        bands = [("ncga", c.noise[0], c.gathering[0]),
-                 ("gatc", c.gathering[0], c.trusted[0])]
+        bands = [("ncga", c.noise[0], c.gathering[0]), ("gatc", c.gathering[0], c.trusted[0])]
         for band, lo, hi in bands:
             if hi - lo < 3:
                 continue
             mid = (lo + hi) / 2
-            ok = [(abs(sc - mid), i) for i, (sc, _) in scores.items()
-                  if lo + 1 <= sc < hi - 1]
+            ok = [(abs(sc - mid), i) for i, (sc, _) in scores.items() if lo + 1 <= sc < hi - 1]
             if not ok:
                 sys.exit(f"error: no {band} band candidate for {name}")
             _, i = min(ok)
-            recs.append((f"edge_band_{name}_{band} hmmemit {name} {labels[i]}; "
-                         f"sequence score between the {band[:2].upper()} and "
-                         f"{band[2:].upper()} cutoffs", cands[i], 60))
+            recs.append(
+                (
+                    f"edge_band_{name}_{band} hmmemit {name} {labels[i]}; "
+                    f"sequence score between the {band[:2].upper()} and "
+                    f"{band[2:].upper()} cutoffs",
+                    cands[i],
+                    60,
+                )
+            )
     # HAMP's NC domain cutoff is -1000000: with --cut_nc every domain of a
     # passing sequence is reported.  A strong sample followed by a weak one.
     hmm = models["HAMP"]
@@ -337,18 +363,23 @@ def make_band_targets(rng, emitter, models):
     weak_base = emitter.emit("HAMP", 1, EDGE_SEED + 401)[0]
     weak = []
     for k in range(10, 30):
-        weak.append("".join(ch if rng.random() >= k / 40 else rng.choice(AMINO)
-                            for ch in weak_base))
+        weak.append("".join(ch if rng.random() >= k / 40 else rng.choice(AMINO) for ch in weak_base))
     linker = "GSGSGSGSGSGSGSGSGSGS"
     cands = [strong + linker + w for w in weak]
     scores = score_candidates(hmm, cands)
-    ok = [(len(d), -min(d), i) for i, (sc, d) in scores.items()
-          if len(d) >= 2 and min(d) < hmm.cutoffs.gathering[1] - 1]
+    ok = [
+        (len(d), -min(d), i) for i, (sc, d) in scores.items() if len(d) >= 2 and min(d) < hmm.cutoffs.gathering[1] - 1
+    ]
     if not ok:
         sys.exit("error: no weak-domain candidate for HAMP")
     _, _, i = max(ok)
-    recs.append(("edge_band_HAMP_weakdom strong + weak hmmemit HAMP samples "
-                 "(second domain below the GA domain cutoff)", cands[i], 60))
+    recs.append(
+        (
+            "edge_band_HAMP_weakdom strong + weak hmmemit HAMP samples (second domain below the GA domain cutoff)",
+            cands[i],
+            60,
+        )
+    )
     return recs
 
 
@@ -359,11 +390,9 @@ def make_edge_cases(rng, emitter, lowercase_src, background_seqs, models):
 
     # 1. whole sequence in lowercase (a real protein + an emitted one)
     hdr, s = lowercase_src
-    recs.append(("edge_lowercase_real " + hdr.split(None, 1)[0]
-                 + " real protein written in lowercase", s.lower(), 60))
+    recs.append(("edge_lowercase_real " + hdr.split(None, 1)[0] + " real protein written in lowercase", s.lower(), 60))
     s = emitter.emit("GTP_EFTU", 1, e + 1)[0]
-    recs.append(("edge_lowercase_emit hmmemit GTP_EFTU sample in lowercase",
-                 s.lower(), 60))
+    recs.append(("edge_lowercase_emit hmmemit GTP_EFTU sample in lowercase", s.lower(), 60))
 
     # 2. ambiguity / rare residue codes X B Z U O J (Easel amino alphabet)
     s = list(emitter.emit("ABC_tran", 1, e + 2)[0])
@@ -371,9 +400,8 @@ def make_edge_cases(rng, emitter, lowercase_src, background_seqs, models):
     positions = sorted(rng.sample(range(5, len(s) - 5), 12))
     for k, pos in enumerate(positions):
         s[pos] = codes[k % len(codes)]
-    s = "".join(s[:20]) + "XXXXX" + "".join(s[20:])   # plus a run of X
-    recs.append(("edge_ambiguous hmmemit ABC_tran sample with X B Z U O J residues",
-                 s, 60))
+    s = "".join(s[:20]) + "XXXXX" + "".join(s[20:])  # plus a run of X
+    recs.append(("edge_ambiguous hmmemit ABC_tran sample with X B Z U O J residues", s, 60))
 
     # 3. length-1 sequence
     recs.append(("edge_len1 single residue", "W", 60))
@@ -387,22 +415,18 @@ def make_edge_cases(rng, emitter, lowercase_src, background_seqs, models):
 
     # 6. two different records with the same name; both hit ABC_tran
     s1 = emitter.emit("ABC_tran", 1, e + 3)[0]
-    s2 = (emitter.emit("ABC_tran", 1, e + 4)[0]
-          + emitter.emit("Response_reg", 1, e + 5)[0])
+    s2 = emitter.emit("ABC_tran", 1, e + 4)[0] + emitter.emit("Response_reg", 1, e + 5)[0]
     recs.append(("edge_dup_name first record (hmmemit ABC_tran)", s1, 60))
-    recs.append(("edge_dup_name second record (hmmemit ABC_tran + Response_reg)",
-                 s2, 80))
+    recs.append(("edge_dup_name second record (hmmemit ABC_tran + Response_reg)", s2, 80))
 
     # 7. description with runs of spaces and tabs (incl. trailing whitespace);
     #    hmmsearch strips the whitespace after the name, keeps the rest as-is
     s = emitter.emit("HATPase_c", 1, e + 6)[0]
-    recs.append(("edge_spacey_desc   several   spaces\tand\ttabs\t in  the "
-                 "description \t ", s, 37))
+    recs.append(("edge_spacey_desc   several   spaces\tand\ttabs\t in  the description \t ", s, 37))
 
     # 8. a long sequence name (wider than the 20-column default of tblout)
     s = emitter.emit("Response_reg", 1, e + 7)[0]
-    recs.append(("edge_long_name_" + "abcdefghij" * 5 + " name is 65 characters long",
-                 s, 0))
+    recs.append(("edge_long_name_" + "abcdefghij" * 5 + " name is 65 characters long", s, 0))
 
     # 9. a header with a name and a trailing space but no description
     s = emitter.emit("HTH_3", 1, e + 8)[0]
@@ -442,18 +466,16 @@ def build(shared, outdir):
     main_real = [proteome[i] for i in sorted(idx[:n0])]
     held_real = [proteome[i] for i in sorted(idx[n0:n1])]
     lowercase_src = proteome[idx[n1]]
-    background = [proteome[i][1] for i in idx[n1 + 1:n1 + 1 + N_BACKGROUND]]
+    background = [proteome[i][1] for i in idx[n1 + 1 : n1 + 1 + N_BACKGROUND]]
 
     with tempfile.TemporaryDirectory() as tmp:
         emitter = Emitter(models, tmp)
 
         # ---- proteins.faa --------------------------------------------------
-        emitted = emitted_records(emitter, models, 2, 2, MAIN_CORE_SEED,
-                                  MAIN_PROF_SEED, "main")
+        emitted = emitted_records(emitter, models, 2, 2, MAIN_CORE_SEED, MAIN_PROF_SEED, "main")
         edge = make_edge_cases(rng, emitter, lowercase_src, background, models)
 
-        body = [(h, s, None) for h, s in main_real] + \
-               [(h, s, None) for h, s in emitted]
+        body = [(h, s, None) for h, s in main_real] + [(h, s, None) for h, s in emitted]
         rng.shuffle(body)
         for k, (h, s, _) in enumerate(body):
             body[k] = (h, s, WIDTHS_MAIN[k % len(WIDTHS_MAIN)])
@@ -465,13 +487,12 @@ def build(shared, outdir):
         for k, (h, s, w) in enumerate(body):
             text.append(format_record(h, s, w))
             if k == len(body) // 2:
-                text.append("\n")          # one stray blank line between records
+                text.append("\n")  # one stray blank line between records
         with open(os.path.join(outdir, "proteins.faa"), "w") as fh:
             fh.write("".join(text))
 
         # ---- heldout.faa ---------------------------------------------------
-        emitted_h = emitted_records(emitter, models, 1, 1, HELD_CORE_SEED,
-                                    HELD_PROF_SEED, "heldout")
+        emitted_h = emitted_records(emitter, models, 1, 1, HELD_CORE_SEED, HELD_PROF_SEED, "heldout")
         emitted_h = [(h.replace("emit_", "heldemit_", 1), s) for h, s in emitted_h]
         body = list(held_real) + emitted_h
         rng.shuffle(body)
@@ -484,14 +505,9 @@ def build(shared, outdir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default=os.path.normpath(
-        os.path.join(HERE, "..", "..", "..", "shared", "data")),
-        help="folder with pfam-subset-2766.h3m.gz and proteome-HG003687.faa "
-             "(default: %(default)s)")
-    ap.add_argument("--out", default=HERE,
-                    help="output folder (default: the script's folder)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", required=True, help="folder with pfam-subset-2766.h3m.gz and proteome-HG003687.faa")
+    ap.add_argument("--out", default=HERE, help="output folder (default: the script's folder)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     build(args.shared, args.out)

@@ -74,9 +74,7 @@ def main(summary_path, png_path):
     stages = summary.get("stages") or []
 
     height = max(4.0, 0.25 * min(len(models), MAX_MODELS) + 1.5)
-    fig, (left, right) = plt.subplots(
-        1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [3, 2]}
-    )
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [3, 2]})
     plot_models(left, models)
     plot_stages(right, stages)
 

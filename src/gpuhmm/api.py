@@ -1,0 +1,332 @@
+"""One search from files to outputs: inputs → database shards → engine → merge → outputs.
+
+`hmmsearch`, `phmmer` and `hmmscan` are what `gpuhmm search`, `phmmer` and `scan` run;
+`merge_hits_files` is what `gpuhmm merge` runs at the end of the workflow, where each model
+shard was searched by its own job. Every output is checked before any work starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from . import search as engine_search
+from .cluster import DaskExecutor, available_cpus, local_gpus
+from .db import database as seqdb
+from .db import fasta, inputs, models
+from .errors import GpuhmmError
+from .options import EngineSettings, OutputFiles, SearchOptions
+from .output import merge, summary, tables
+from .output.files import check_outputs
+from .output.report import Report, Stopwatch
+from .output.report_header import ReportHeader, header_options
+from .shuffle import significance
+from .worker import STATE, prepare_worker
+
+log = logging.getLogger("gpuhmm")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """One search or scan as asked for: the program whose outputs it writes, its inputs as the
+    user named them, its settings, and the command line that the tables' footer names.
+    `executor` is a `DaskExecutor` already starting and `read_ahead` a `ReadAhead` of the
+    sequences already reading (the CLI starts both before its imports)."""
+
+    program: str  # hmmsearch | phmmer | hmmscan
+    queries: object  # the HMM file, or phmmer's query sequences
+    sequences: object
+    options: SearchOptions
+    outputs: OutputFiles
+    engine: EngineSettings
+    command: str
+    executor: DaskExecutor | None = None
+    read_ahead: object = None
+
+
+def hmmsearch(
+    models_file,
+    sequences,
+    options=SearchOptions(),
+    outputs=OutputFiles(),
+    engine=EngineSettings(),
+    *,
+    command="gpuhmm search",
+    executor=None,
+    read_ahead=None,
+):
+    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
+    Returns the merged `TopHits` of each model in file order; writes the requested outputs."""
+    job = _Job("hmmsearch", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+
+    def read(path):
+        hmms = models.read_models(path, allow_empty=bool(outputs.hits))
+        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        return hmms
+
+    return _search(job, read, models_reread=True)
+
+
+def phmmer(
+    queries_file,
+    sequences,
+    options=SearchOptions(),
+    outputs=OutputFiles(),
+    engine=EngineSettings(),
+    *,
+    command="gpuhmm phmmer",
+    executor=None,
+    read_ahead=None,
+):
+    """Search each protein of `queries_file` (FASTA) against `sequences`, as phmmer does: each
+    query becomes phmmer's single-sequence model (`models.single_sequence_models`), and the
+    models are searched as hmmsearch searches. Returns the merged `TopHits` of each query."""
+    job = _Job("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    queries = []
+
+    def read(path):
+        # phmmer skips a query without residues.
+        queries.extend(query for query in fasta.read_sequences(path, "amino") if len(query))
+        hmms = models.single_sequence_models(queries, options.seed)
+        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        return hmms
+
+    return _search(job, read, queries=queries)
+
+
+def hmmscan(
+    models_file,
+    sequences,
+    options=SearchOptions(),
+    outputs=OutputFiles(),
+    engine=EngineSettings(),
+    *,
+    command="gpuhmm scan",
+    executor=None,
+    read_ahead=None,
+):
+    """Annotate each sequence of `sequences` (FASTA or a makedb directory) with the models of
+    `models_file`, as hmmscan does (Z: the number of models, unless -Z). Returns one TopHits
+    per sequence, in file order, and writes the requested outputs."""
+    job = _Job("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+
+    def read(path):
+        hmms = models.read_models(path)
+        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        return hmms
+
+    with _prepared(job, read) as run:
+        log.info(
+            "scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
+            run.database.sequences,
+            len(run.database.shards),
+            len(run.hmms),
+            run.backend,
+            run.executor.describe(),
+        )
+        started = time.perf_counter()
+        per_sequence = engine_search.scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        run.executor.close_in_background()
+        lengths = [len(hits.query) for hits in per_sequence]
+        report = _report(job, lengths, started)
+        footer = tables.hmmer_footer(command, models_file, sequences, scan=True)
+        tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footer, scan=True, report=report)
+    return per_sequence
+
+
+@dataclasses.dataclass
+class _Run:
+    """What the prelude of a search or scan sets up."""
+
+    executor: DaskExecutor
+    backend: str
+    cpus: int
+    hmms: list
+    searched: object  # the models as tasks take them: `hmms`, or a `ModelsOnDisk` of them
+    database: object = None
+    stages: list = dataclasses.field(default_factory=list)
+
+    def timed(self, name, started):
+        self.stages.append({"name": name, "seconds": time.perf_counter() - started})
+
+
+@contextlib.contextmanager
+def _prepared(job, read_models, models_reread=False):
+    """The prelude every search and scan shares: check the outputs, start the cluster, read the
+    models, prepare the workers and open the database; the cluster closes when the block ends.
+    Standard input (`-`) and other streams are read once, into a temporary file; errors still
+    name them as the user did.
+
+    `models_reread`: read_models(path) gives the models of the file as they are, so workers in
+    other processes may read the file themselves (`ModelsOnDisk`), and every GPU worker
+    configures them all ahead of its tasks.
+    """
+    check_outputs(job.outputs.named())
+    if str(job.queries) == inputs.STDIN == str(job.sequences):
+        raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
+    engine = job.engine
+    cpus = engine.cpus or available_cpus()
+    executor = job.executor or DaskExecutor(engine.scheduler, cpus, gpus=local_gpus(engine.backend))
+    with executor, contextlib.ExitStack() as cleanup:
+        if job.read_ahead is not None:
+            cleanup.callback(job.read_ahead.close)
+        queries_path, sequences_path = (_readable(name, cleanup) for name in (job.queries, job.sequences))
+        backend = engine_search.resolve_backend(engine.backend, executor.gpus)
+        started = time.perf_counter()
+        hmms = read_models(queries_path)
+        searched = models.ModelsOnDisk.of(queries_path, hmms) if models_reread else hmms
+        run = _Run(executor, backend, cpus, hmms, searched)
+        run.timed("read models", started)
+        # Workers in other processes are prepared once their cluster has started: waiting for it.
+        started = time.perf_counter()
+        executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], backend, engine.shard_memory, searched)
+        run.timed("prepare workers", started)
+        started = time.perf_counter()
+        run.database = _open_database(sequences_path, hmms, engine.db_shards, cleanup, executor, job.read_ahead)
+        run.timed("database", started)
+        yield run
+
+
+def _readable(name, cleanup):
+    """A path that can be read as often as needed: `name` itself, or a stream's copy in a
+    temporary directory, with errors about the copy naming `name` while `cleanup` lasts."""
+    if not inputs.is_stream(name):
+        return name
+    copy = inputs.spool(name, cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-in-")))
+    cleanup.enter_context(_named_as(str(copy), name))
+    return copy
+
+
+@contextlib.contextmanager
+def _named_as(path, name):
+    try:
+        yield
+    except GpuhmmError as error:
+        if error.source == path:
+            raise GpuhmmError(name, error.problem) from None
+        raise
+
+
+def _search(job, read_models, models_reread=False, queries=None):
+    """Search the models read_models(path) gives against the job's sequences; `queries` are
+    phmmer's query sequences, once read, which its report names."""
+    options, outputs = job.options, job.outputs
+    with _prepared(job, read_models, models_reread) as run:
+        database, hmms = run.database, run.hmms
+        model_shards = max(1, min(job.engine.model_shards, len(hmms))) if job.engine.model_shards else None
+        cluster = run.executor.describe()
+        log.info(
+            "%d model(s), %d nodes × %d sequence(s), %d residues in %d shard(s); %s backend; %s",
+            len(hmms),
+            sum(hmm.M for hmm in hmms),
+            database.sequences,
+            database.residues,
+            len(database.shards),
+            run.backend,
+            cluster,
+        )
+        result = engine_search.search(
+            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend
+        )
+        run.executor.close_in_background()
+        run.stages.append({"name": "search", "seconds": result.wall_seconds})
+
+        started = time.perf_counter()
+        merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
+        shuffled = None
+        if outputs.shuffle_out:
+            shuffled = significance(hmms, merged, database, outputs.shuffles, options.seed, run.backend)
+            run.timed(f"{outputs.shuffles} shuffles per hit", started)
+        report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
+        footer = tables.hmmer_footer(job.command, job.queries, job.sequences)
+        tables.write_outputs(merged, dataclasses.asdict(outputs), footer, shuffled=shuffled, report=report)
+        record = summary.search_record(
+            job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
+        )
+        if outputs.hits:
+            merge.save_hits(
+                outputs.hits, merged, {"model_file": Path(job.queries).name, "run": record, "stages": run.stages}
+            )
+        run.timed("merge and write", started)
+        if outputs.summary or outputs.summary_tsv:
+            summary.write_summary(
+                outputs.summary,
+                outputs.summary_tsv,
+                dict(record, models=summary.model_counts(merged), stages=run.stages),
+            )
+    return merged
+
+
+def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="gpuhmm merge"):
+    """Merge the hits files of model shards into tables, models back in input-file order."""
+    check_outputs(outputs.named())
+    started = time.perf_counter()
+    contents = [merge.load_hits(path) for path in hits_files]
+    runs = [content["run"] for content in contents]
+    models_file = runs[0]["models_file"] if runs else "-"
+    ranked = []
+    if order is not None:
+        shards = models.ModelShards.open(order)
+        models_file = shards.source
+        for path, content in zip(hits_files, contents):
+            positions = shards.positions(shards.path / content["model_file"])
+            if len(positions) != len(content["hits"]):
+                raise GpuhmmError(path, f"holds {len(content['hits'])} models, its shard lists {len(positions)}")
+            ranked += zip(positions, content["hits"])
+        if len(ranked) != shards.models:
+            raise GpuhmmError(
+                shards.path,
+                f"lists {shards.models} models but the hits files hold {len(ranked)}: a model shard is missing",
+            )
+    else:
+        ranked = list(enumerate(hits for content in contents for hits in content["hits"]))
+    ranked.sort(key=lambda pair: pair[0])
+    merged = [hits for _, hits in ranked]
+    footer = tables.hmmer_footer(command, models_file, runs[0]["sequences_file"] if runs else "-")
+    tables.write_outputs(merged, dataclasses.asdict(outputs), footer)
+    if outputs.summary or outputs.summary_tsv:
+        summary.write_summary(
+            outputs.summary,
+            outputs.summary_tsv,
+            summary.merged_runs(runs, contents, merged, command, models_file, started),
+        )
+    return merged
+
+
+def _report(job, sizes, started, queries=None):
+    """The `-o` report's and `-A` alignment's settings. Each query's "CPU time" is its share (by
+    `sizes`, its model length or sequence length) of this process's CPU time and of the wall
+    time since `started`: queries are searched together, not one after another."""
+    query_file, target_file = (job.sequences, job.queries) if job.program == "hmmscan" else (job.queries, job.sequences)
+    options = header_options(job.program, job.options, job.outputs)
+    header = ReportHeader(job.program, str(query_file), str(target_file), options, shown_as="gpuhmm")
+    elapsed, total = time.perf_counter() - started, sum(sizes) or 1
+    cpu = os.times()
+    times = [Stopwatch(cpu.user * size / total, cpu.system * size / total, elapsed * size / total) for size in sizes]
+    return Report(header, job.outputs.report, queries or None, times, job.outputs.alignments)
+
+
+def _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead):
+    """A makedb directory as it is, or a FASTA file sharded: in memory for workers in this
+    process (perhaps read already by `read_ahead`), into a temporary database for a cluster's,
+    with a shard for every worker at least. The alphabet is the models', as hmmsearch's is."""
+    wanted = fasta.alphabet_name(hmms[0].alphabet) if hmms else None
+    path = Path(sequences)
+    if path.is_dir() or path.name == seqdb.MANIFEST:
+        database = seqdb.SequenceDatabase.open(path)
+        if wanted and database.alphabet_name != wanted:
+            problem = f"alphabet mismatch: the database is {database.alphabet_name}, the models are {wanted}"
+            raise GpuhmmError(path, problem)
+        return database
+    if executor.in_process:
+        database = seqdb.makedb(path, None, db_shards, alphabet=wanted, read_ahead=read_ahead)
+        cleanup.callback(seqdb.release, database)
+        cleanup.callback(STATE.shards.release, database)
+        return database
+    workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
+    return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted)

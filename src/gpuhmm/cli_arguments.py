@@ -1,0 +1,216 @@
+"""The command line's arguments: hmmsearch's own option names and defaults, then gpuhmm's engine."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._version import __version__
+from .options import DEFAULT_SHUFFLES
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line on stderr and exit status 1, as hmmsearch's, in
+    the name of the command it was given to."""
+
+    def error(self, message):
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            commands = self._subparsers._group_actions[0].choices if self._subparsers else {}
+            command = commands.get(getattr(parsed, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
+def _integer_at_least(minimum):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def _gigabytes(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return int(value * 1e9)
+
+
+def _real(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _add_hmmer_options(parser):
+    """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`)."""
+    report = parser.add_argument_group("reporting and inclusion thresholds (as hmmsearch)")
+    for flag, name, default, help_text in (
+        ("-E", "E", 10.0, "report sequences <= this E-value"),
+        ("-T", "T", None, "report sequences >= this score"),
+        ("--domE", "domE", 10.0, "report domains <= this E-value"),
+        ("--domT", "domT", None, "report domains >= this score"),
+        ("--incE", "incE", 0.01, "include sequences <= this E-value"),
+        ("--incT", "incT", None, "include sequences >= this score"),
+        ("--incdomE", "incdomE", 0.01, "include domains <= this E-value"),
+        ("--incdomT", "incdomT", None, "include domains >= this score"),
+    ):
+        report.add_argument(
+            flag,
+            dest=name,
+            type=_real,
+            default=None,
+            metavar="X",
+            help=f"{help_text} [{default if default is not None else 'unset'}]",
+        )
+    cut = report.add_mutually_exclusive_group()
+    for kind, what in (("ga", "gathering"), ("tc", "trusted"), ("nc", "noise")):
+        cut.add_argument(
+            f"--cut_{kind}",
+            dest="cut",
+            action="store_const",
+            const=kind,
+            help=f"use the models' {what} cutoffs ({kind.upper()}) to set all thresholds",
+        )
+    filters = parser.add_argument_group("acceleration heuristics (as hmmsearch)")
+    filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
+    filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
+    filters.add_argument("--F2", type=_real, metavar="X", help="Viterbi filter P-value threshold [1e-3]")
+    filters.add_argument("--F3", type=_real, metavar="X", help="Forward filter P-value threshold [1e-5]")
+    filters.add_argument("--nobias", action="store_true", default=None, help="turn off the composition bias filter")
+    other = parser.add_argument_group("other (as hmmsearch)")
+    other.add_argument(
+        "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
+    )
+    other.add_argument(
+        "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
+    )
+    other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
+    other.add_argument("--seed", type=_integer_at_least(0), metavar="N", help="RNG seed, 0 for a random one [42]")
+    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+
+
+def _add_search_arguments(parser, program="hmmsearch"):
+    """The outputs, HMMER options and engine settings of `search` and `phmmer` (hmmsearch's
+    view) and of `scan` (hmmscan's, one query per sequence: no model shards, summary or shuffles)."""
+    searching = program != "hmmscan"
+    outputs = parser.add_argument_group("outputs")
+    outputs.add_argument("-o", dest="output", metavar="FILE", help=f"{program}'s report [standard output]")
+    if searching:
+        outputs.add_argument(
+            "-A", dest="alignments", metavar="FILE", help="a Stockholm alignment of each query's included hits"
+        )
+    outputs.add_argument("--tblout", metavar="FILE", help=f"per-sequence hits table, as {program}")
+    outputs.add_argument("--domtblout", metavar="FILE", help=f"per-domain hits table, as {program}")
+    outputs.add_argument("--pfamtblout", metavar="FILE", help=f"Pfam-style table, as {program}")
+    outputs.add_argument("--domains", metavar="FILE", help="per-sequence domain table (TSV, pfam_scan style)")
+    outputs.add_argument("--acc", action="store_true", help="prefer accessions over names in the report")
+    outputs.add_argument("--noali", action="store_true", help="no alignments in the report")
+    width = outputs.add_mutually_exclusive_group()
+    width.add_argument("--notextw", action="store_true", help="unlimit the report's line width")
+    width.add_argument(
+        "--textw",
+        type=_integer_at_least(120),
+        default=120,
+        metavar="N",
+        help="the report's line width for alignments [120]",
+    )
+    if searching:
+        outputs.add_argument("--summary", metavar="FILE", help="run summary (JSON)")
+        outputs.add_argument("--summary-tsv", metavar="FILE", help="run summary (TSV)")
+        outputs.add_argument("--hits", metavar="FILE", help="intermediate hits file for `gpuhmm merge`")
+        outputs.add_argument(
+            "--shuffle-out",
+            metavar="FILE",
+            help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)",
+        )
+    _add_hmmer_options(parser)
+    engine = parser.add_argument_group("engine")
+    engine.add_argument("--cpu", type=_integer_at_least(0), metavar="N", help="worker threads, 0 for one [all cores]")
+    engine.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="filter backend [auto]")
+    engine.add_argument("--scheduler", metavar="ADDRESS", help="existing Dask scheduler [start a LocalCluster]")
+    engine.add_argument(
+        "--db-shards",
+        type=_integer_at_least(1),
+        default=1,
+        metavar="N",
+        help="shards to split a FASTA SEQFILE into [1]",
+    )
+    engine.add_argument(
+        "--shard-memory",
+        type=_gigabytes,
+        metavar="GB",
+        help="memory each worker may keep database shards resident in; the least recently used "
+        "go first [half the GPU's memory; on the CPU backend, half the host's]",
+    )
+    if searching:
+        engine.add_argument(
+            "--model-shards",
+            type=_integer_at_least(1),
+            metavar="N",
+            help="model groups, balanced by length; tasks = model groups × database shards [auto]",
+        )
+        engine.add_argument(
+            "--shuffle",
+            type=_integer_at_least(10),
+            metavar="N",
+            help=f"shuffles per reported hit for --shuffle-out, drawn from --seed [{DEFAULT_SHUFFLES}]",
+        )
+
+
+def build_parser():
+    parser = _Parser(prog="gpuhmm", description="hmmsearch-identical profile searches, sharded over Dask (and GPUs).")
+    parser.add_argument("--version", action="version", version=f"gpuhmm {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sequences = "FASTA (plain or gzip; - for standard input) or a `gpuhmm makedb` directory"
+
+    search = commands.add_parser("search", help="search profile HMMs against a sequence database")
+    search.add_argument("hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed)")
+    search.add_argument("seqfile", metavar="SEQFILE", help=sequences)
+    _add_search_arguments(search)
+
+    phmmer = commands.add_parser("phmmer", help="search protein sequences against a sequence database, as phmmer")
+    phmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
+    phmmer.add_argument("seqfile", metavar="SEQFILE", help=sequences)
+    _add_search_arguments(phmmer, "phmmer")
+
+    scan = commands.add_parser("scan", help="annotate each sequence with the models it matches, as hmmscan")
+    scan.add_argument(
+        "hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed; no hmmpress needed)"
+    )
+    scan.add_argument("seqfile", metavar="SEQFILE", help=f"query sequences: {sequences}")
+    _add_search_arguments(scan, "hmmscan")
+
+    makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
+    makedb.add_argument("seqfile", metavar="SEQFILE")
+    makedb.add_argument("outdir", metavar="OUTDIR")
+    makedb.add_argument(
+        "--shards", type=_integer_at_least(1), default=1, metavar="N", help="shards, balanced by residues [1]"
+    )
+    alphabet = makedb.add_mutually_exclusive_group()
+    alphabet.add_argument("--alphabet", choices=("amino", "dna", "rna"), help="sequence alphabet [guess]")
+    alphabet.add_argument("--models", metavar="HMMFILE", help="take the alphabet from these models, as hmmsearch does")
+
+    split = commands.add_parser("splitmodels", help="split an HMM file into shards balanced by model length")
+    split.add_argument("hmmfile", metavar="HMMFILE")
+    split.add_argument("outdir", metavar="OUTDIR")
+    split.add_argument("--shards", type=_integer_at_least(1), default=1, metavar="N", help="model shards [1]")
+
+    merge = commands.add_parser("merge", help="merge `search --hits` files into HMMER tables")
+    merge.add_argument("hits", metavar="HITS", nargs="+")
+    merge.add_argument("--order", metavar="MANIFEST", help="`splitmodels` manifest: restores the models' input order")
+    for flag in ("--tblout", "--domtblout", "--pfamtblout", "--domains", "--summary", "--summary-tsv"):
+        merge.add_argument(flag, metavar="FILE")
+    return parser

@@ -1,0 +1,301 @@
+"""FASTA read as Easel reads it: a vectorized reader for plain files, Easel itself for the rest.
+
+Residues are Easel's digital codes exactly as `hmmsearch` reads them, so lowercase, degenerate
+residues and a trailing `*` mean what they mean to HMMER. FASTA in its plain form (most files)
+is read by a vectorized equivalent of Easel's FASTA reader, tested against it; anything else by
+Easel itself, through pyhmmer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import gzip
+import re
+import string
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyhmmer.easel
+
+from ..errors import GpuhmmError
+from .format import SequenceShard
+from .inputs import GZIP_MAGIC, InputFile
+
+#: p7_Pipeline() refuses longer targets ("Target sequence length > 100K, over comparison
+#: pipeline limit"); hmmsearch then stops with no tables. makedb stops the same way, earlier.
+MAX_TARGET_LENGTH = 100_000
+
+
+ALPHABETS = {
+    "amino": pyhmmer.easel.Alphabet.amino,
+    "dna": pyhmmer.easel.Alphabet.dna,
+    "rna": pyhmmer.easel.Alphabet.rna,
+}
+
+
+def alphabet_name(alphabet):
+    for name, make in ALPHABETS.items():
+        if alphabet == make():
+            return name
+    raise ValueError(f"unsupported alphabet {alphabet!r}")
+
+
+def read_sequences(fasta, alphabet):
+    """Every sequence of `fasta` in file order, as pyhmmer `DigitalSequence`s; `alphabet` is
+    "amino", "dna" or "rna", and a file that looks like another alphabet is refused."""
+    guessed = guess_alphabet(fasta)
+    if guessed and guessed != alphabet:
+        raise GpuhmmError(fasta, f"alphabet mismatch: the sequences look like {guessed}, {alphabet} is needed")
+    parsed, easel_alphabet = read_fasta(fasta, alphabet)
+    everything = np.arange(len(parsed.names))
+    return list(parsed.shard(everything).to_block(easel_alphabet, everything))
+
+
+def guess_alphabet(fasta):
+    """Easel's guess of the alphabet name of a FASTA file, or None when it cannot tell."""
+    with contextlib.ExitStack() as stack:
+        try:
+            handle, _ = _open_fasta(fasta, None, stack)
+        except _UndeterminedAlphabet:
+            return None
+        return alphabet_name(handle.alphabet)
+
+
+class _UndeterminedAlphabet(GpuhmmError):
+    pass
+
+
+def _open_fasta(fasta, alphabet, stack):
+    """An Easel FASTA reader on `fasta` and the `InputFile` under it."""
+    fasta = Path(fasta)
+    if not fasta.exists():
+        raise GpuhmmError(fasta, "sequence file not found")
+    if fasta.is_dir():
+        raise GpuhmmError(fasta, "is a directory, not a FASTA file or a gpuhmm database")
+    try:
+        source = InputFile(fasta, stack)
+    except OSError as error:
+        raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
+    with _fasta_errors(fasta, source):
+        handle = pyhmmer.easel.SequenceFile(source.source, digital=True, alphabet=alphabet, format="fasta")
+    return stack.enter_context(handle), source
+
+
+@contextlib.contextmanager
+def _fasta_errors(fasta, source):
+    """pyhmmer's and gzip's reading errors, as one-line errors naming the file.
+
+    A damaged gzip stream is the first cause of whatever else went wrong after it.
+    """
+    try:
+        yield
+    except (EOFError, ValueError, SystemError, OSError, GpuhmmError) as error:
+        source.check_stream(fasta)
+        if isinstance(error, GpuhmmError):
+            raise
+        if isinstance(error, EOFError):
+            raise GpuhmmError(fasta, "sequence file is empty") from None
+        if "Could not determine alphabet" in str(error):
+            raise _UndeterminedAlphabet(
+                fasta, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet"
+            ) from None
+        if isinstance(error, OSError):
+            raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
+        raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
+    source.check_stream(fasta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parsed:
+    """A FASTA file's sequences in file order, as columns. Sequence i is the digital codes
+    codes[starts[i]:ends[i]]; `codes` may hold other bytes between sequences."""
+
+    names: list
+    descriptions: list
+    codes: bytes
+    starts: np.ndarray  # int64
+    ends: np.ndarray  # int64
+
+    @functools.cached_property
+    def lengths(self):
+        return self.ends - self.starts
+
+    def shard(self, members):
+        """The sequences at indices `members` (file positions), in that order, as a shard."""
+        order = members.tolist()
+        offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(self.lengths[members], out=offsets[1:])
+        codes = memoryview(self.codes)
+        spans = zip(self.starts[members].tolist(), self.ends[members].tolist())
+        return SequenceShard(
+            residues=np.frombuffer(b"".join([codes[start:end] for start, end in spans]), dtype=np.uint8),
+            offsets=offsets,
+            names=[self.names[i] for i in order],
+            descriptions=[self.descriptions[i] for i in order],
+            source_index=members.astype(np.int64),
+        )
+
+
+def read_fasta(fasta, alphabet_name_or_none):
+    name = alphabet_name_or_none or guess_alphabet(fasta)
+    alphabet = ALPHABETS[name]() if name else None
+    parsed = _read_plain_fasta(Path(fasta), alphabet) if alphabet is not None else None
+    if parsed is None:
+        parsed, alphabet = _read_fasta_with_easel(fasta, alphabet)
+    if not parsed.names:
+        raise GpuhmmError(fasta, "sequence file holds no sequences")
+    lengths = parsed.lengths
+    if lengths.max() > MAX_TARGET_LENGTH:
+        longest = int(np.argmax(lengths))
+        raise GpuhmmError(
+            fasta,
+            f"sequence {parsed.names[longest]!r} has {int(lengths[longest]):,} residues; "
+            f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
+            f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
+        )
+    return parsed, alphabet
+
+
+def _read_fasta_with_easel(fasta, alphabet):
+    names, descriptions, residues = [], [], []
+    with contextlib.ExitStack() as stack:
+        handle, source = _open_fasta(fasta, alphabet, stack)
+        alphabet = handle.alphabet
+        with _fasta_errors(fasta, source):
+            for sequence in handle:
+                # A copy, so that each Easel sequence is freed as soon as it is read.
+                residues.append(bytes(sequence.sequence))
+                names.append(sequence.name)
+                descriptions.append(sequence.description)
+    lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
+    ends = np.cumsum(lengths)
+    return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends), alphabet
+
+
+#: The vectorized reader reads the text this many bytes at a time and parses it up to the last
+#: record that starts in it, which bounds its temporary arrays to a few times this.
+PLAIN_CHUNK_BYTES = 1 << 26
+
+
+_NOT_PLAIN = 255
+
+
+_NEWLINE, _HEADER = ord("\n"), ord(">")
+
+
+def _read_plain_fasta(fasta, alphabet):
+    """Easel's reading of a FASTA file in its plain form, vectorized with numpy; None for any
+    other file, which Easel itself then reads (and reports on, if it is bad).
+
+    Plain: the text starts with '>'; header lines hold printable ASCII and tabs, no other
+    whitespace that Easel's header_fasta would treat apart; sequence lines hold letters that the
+    alphabet digitizes and '*' (a residue to Easel's FASTA reader), nothing else (gap symbols,
+    spaces, tabs and CR go to Easel); lines end in LF.
+    """
+    table = _plain_residue_codes(alphabet_name(alphabet))
+    names, descriptions, codes, starts, ends = [], [], [], [], []
+    offset = 0
+    try:
+        for text in _whole_records(fasta):
+            chunk = _parse_plain_chunk(text, table) if text.startswith(b">") else None
+            if chunk is None:
+                return None
+            names += chunk[0]
+            descriptions += chunk[1]
+            codes.append(chunk[2])
+            starts.append(chunk[3] + offset)
+            ends.append(chunk[4] + offset)
+            offset += len(chunk[2])
+    except (OSError, EOFError, zlib.error):
+        return None
+    if not names:
+        return None
+    return _Parsed(names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends))
+
+
+def _whole_records(fasta):
+    """The text of `fasta` (plain or gzip) in pieces of about PLAIN_CHUNK_BYTES that each end
+    where a line starting with '>' begins (or at the end of the file)."""
+    with open(fasta, "rb") as handle:
+        compressed = handle.read(2) == GZIP_MAGIC
+    with (gzip.open if compressed else open)(fasta, "rb") as handle:
+        carried = b""
+        while block := handle.read(PLAIN_CHUNK_BYTES):
+            text = carried + block
+            cut = text.rfind(b"\n>") + 1
+            if cut:
+                yield text[:cut]
+            carried = text[cut:]
+        if carried:
+            yield carried
+
+
+def _parse_plain_chunk(raw, table):
+    """Names, descriptions, digital codes, and where each sequence starts and ends in them, of
+    the records in `raw`, which starts with '>'; None where the text is not plain.
+
+    The whole text is translated at once, line feeds dropped; its headers come out as codes
+    too, between the sequences, and are passed over.
+    """
+    text = np.frombuffer(raw, dtype=np.uint8)
+    newlines = np.flatnonzero(text == _NEWLINE)
+    headers = np.flatnonzero(text == _HEADER)
+    header_starts = headers[(headers == 0) | (text[headers - 1] == _NEWLINE)]
+    header_ends = np.append(newlines, len(text))[np.searchsorted(newlines, header_starts)]
+    # A record's sequence lines run from the end of its header line to the next header.
+    sequence_starts = np.minimum(header_ends + 1, len(text))
+    sequence_ends = np.append(header_starts[1:], len(text))
+    codes = raw.translate(table, b"\n")
+    # Every header byte after '>', with the line feed that ends each header line.
+    header_sizes = sequence_starts - header_starts - 1
+    header_text = text[
+        np.arange(int(header_sizes.sum()), dtype=np.int64)
+        + np.repeat(header_starts + 1 - (np.cumsum(header_sizes) - header_sizes), header_sizes)
+    ].tobytes()
+    if header_text.translate(None, _PRINTABLE_LINES):
+        return None
+    # Bytes the table rejects may sit in headers, never in sequences.
+    not_plain = bytes([_NOT_PLAIN])
+    if codes.count(not_plain) != (b">" * len(header_starts) + header_text).translate(table, b"\n").count(not_plain):
+        return None
+    fields = _HEADER_FIELDS.findall(header_text.decode("ascii"))
+    if len(fields) != len(header_starts):  # a header without a name: Easel reports it
+        return None
+    names, descriptions = (list(column) for column in zip(*fields))
+    return (
+        names,
+        descriptions,
+        codes,
+        sequence_starts - np.searchsorted(newlines, sequence_starts),
+        sequence_ends - np.searchsorted(newlines, sequence_ends),
+    )
+
+
+#: What a plain header line may hold: printable ASCII and tabs (and the line feeds that end them).
+_PRINTABLE_LINES = bytes(range(0x20, 0x7F)) + b"\t\n"
+
+
+#: Easel's header_fasta on such a line (after '>'): spaces, the name up to the next space or
+#: tab, spaces, and the description to the end of the line.
+_HEADER_FIELDS = re.compile(r"^[ \t]*([^ \t\n]+)[ \t]*(.*)$", re.MULTILINE)
+
+
+@functools.cache
+def _plain_residue_codes(name):
+    """Byte → the alphabet's digital code for the letters it digitizes and '*', _NOT_PLAIN otherwise."""
+    alphabet = ALPHABETS[name]()
+    codes = bytearray([_NOT_PLAIN]) * 256
+    for letter in string.ascii_letters + "*":
+        try:
+            (code,) = alphabet.encode(letter)
+        except ValueError:
+            continue
+        codes[ord(letter)] = code
+    return bytes(codes)
+
+
+def _easel_problem(error):
+    return str(error).removeprefix("Could not parse file: ").strip()

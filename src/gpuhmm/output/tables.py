@@ -1,0 +1,143 @@
+"""HMMER's tables (`--tblout`, `--domtblout`, `--pfamtblout`), the domain table and the shuffle table.
+
+The table bodies are pyhmmer's writers, byte-identical to hmmsearch's; only the footer names
+gpuhmm.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .._version import __version__
+from .files import written_together
+
+#: The shuffle significance table's columns: the first six as tblout's, then the target's
+#: Viterbi-filter score, the shuffles and their censored Gumbel fit, and the empirical P-value.
+SHUFFLE_COLUMNS = (
+    "target_name",
+    "target_accession",
+    "query_name",
+    "query_accession",
+    "E-value",
+    "score",
+    "viterbi_bits",
+    "shuffles",
+    "gumbel_mu",
+    "gumbel_lambda",
+    "empirical_P",
+)
+
+
+DOMAIN_COLUMNS = (
+    "seq_id",
+    "ali_start",
+    "ali_end",
+    "env_start",
+    "env_end",
+    "hmm_acc",
+    "hmm_name",
+    "hmm_start",
+    "hmm_end",
+    "hmm_length",
+    "bit_score",
+    "i_evalue",
+    "c_evalue",
+    "significant",
+)
+
+
+def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None):
+    """Write the requested outputs for the TopHits of each query in input order: models
+    (hmmsearch), or sequences with `scan` (hmmscan). `paths` maps "output" (`-o`), "alignments"
+    (`-A`), "tblout", "domtblout", "pfamtblout", "domains" and "shuffle_out" to paths, or to
+    None where not wanted; `report` (a `report.Report`) is what the first two need, and
+    `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS).
+
+    Regular files appear together once all are whole (`files.written_together`). `footer`
+    lines follow each HMMER table, as hmmsearch's own do.
+    """
+    writers = {
+        "output": lambda handle: report.write(handle, hits),
+        "alignments": lambda handle: report.write_alignments(handle, hits),
+        "tblout": lambda handle: _write_table(handle, hits, "targets", footer),
+        "domtblout": lambda handle: _write_table(handle, hits, "domains", footer),
+        "pfamtblout": lambda handle: _write_table(handle, hits, "pfam", footer),
+        "domains": lambda handle: _write_domain_table(handle, hits, scan),
+        "shuffle_out": lambda handle: _write_shuffle_table(handle, shuffled),
+    }
+    # What goes to /dev/null is not even formatted: the workflow's jobs send their reports there.
+    wanted = [(paths[kind], writer) for kind, writer in writers.items() if paths.get(kind) not in (None, os.devnull)]
+    with written_together([path for path, _ in wanted]) as handles:
+        for handle, (_, writer) in zip(handles, wanted):
+            writer(handle)
+
+
+def _write_table(handle, hits, format, footer):
+    for index, query_hits in enumerate(hits):
+        query_hits.write(handle, format=format, header=index == 0)
+    handle.write("".join(f"{line}\n" for line in footer).encode())
+
+
+def _write_shuffle_table(handle, rows):
+    lines = ["\t".join(SHUFFLE_COLUMNS)] + ["\t".join(map(str, row)) for row in rows]
+    handle.write(("\n".join(lines) + "\n").encode())
+
+
+def hmmer_footer(command, models_file, targets_file, scan=False):
+    """The closing lines of an HMMER table, naming gpuhmm and the command that made it."""
+    rows = [
+        ("Program:", "gpuhmm"),
+        ("Version:", f"{__version__} ({'hmmscan' if scan else 'hmmsearch'} 3.4 rows, through pyhmmer)"),
+        ("Pipeline mode:", "SCAN" if scan else "SEARCH"),
+        ("Query file:", str(models_file)),
+        ("Target file:", str(targets_file)),
+        ("Option settings:", command),
+        ("Current dir:", os.getcwd()),
+        ("Date:", time.strftime("%a %b %e %H:%M:%S %Y")),
+    ]
+    return ["#", *(f"# {key:<16} {value}" for key, value in rows), "# [ok]"]
+
+
+def _write_domain_table(handle, hits, scan=False):
+    """One row per reported domain, sorted by sequence, then position, then model: the order
+    of the models in a search, their names in a scan (whose sequences keep input order)."""
+    rows = []
+    for query_index, query_hits in enumerate(hits):
+        for hit in query_hits.reported:
+            sequence, model_length = (query_hits.query.name, hit.length) if scan else (hit.name, query_hits.query.M)
+            for domain in hit.domains.reported:
+                alignment = domain.alignment
+                order = (
+                    (query_index, alignment.target_from, alignment.hmm_name)
+                    if scan
+                    else (sequence, alignment.target_from, query_index)
+                )
+                rows.append(
+                    (
+                        order,
+                        (
+                            sequence,
+                            alignment.target_from,
+                            alignment.target_to,
+                            domain.env_from,
+                            domain.env_to,
+                            _text(alignment.hmm_accession),
+                            alignment.hmm_name,
+                            alignment.hmm_from,
+                            alignment.hmm_to,
+                            model_length,
+                            f"{domain.score:.1f}",
+                            f"{domain.i_evalue:.2g}",
+                            f"{domain.c_evalue:.2g}",
+                            int(domain.included),
+                        ),
+                    )
+                )
+    rows.sort(key=lambda row: row[0])
+    lines = ["\t".join(DOMAIN_COLUMNS)] + ["\t".join(map(str, row[1])) for row in rows]
+    handle.write(("\n".join(lines) + "\n").encode())
+
+
+def _text(value):
+    return value or "-"

@@ -1,0 +1,187 @@
+"""The client side of a search: plan (model group × database shard) tasks, run them on an
+executor, and gather per model the hits of every shard.
+
+On the CPU backend every task runs HMMER's whole pipeline on one database shard; on the GPU
+backend the filter stages run on the GPU first and pyhmmer finishes the survivors (`worker`).
+Either way each shard keeps the hits hmmsearch would keep (`output.tophits`), and its
+statistics count the whole shard. Z is the user's `-Z` or, automatic, the shard's count, which
+`TopHits.merge` sums into the whole database's. The executor is passed in (`cluster`), which
+keeps this module free of Dask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from .db.models import balance_by_length, guided_groups
+from .engine import cupy_problem, gpu_problem
+from .errors import GpuhmmError
+from .output import tophits
+from .tasks import ScanPiece, SearchTask, SharedContext
+from .worker import run_task, scan_filter_task, scan_task
+
+log = logging.getLogger("gpuhmm")
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """Per model (in the order given), the TopHits of every database shard, plus timings."""
+
+    hits_by_model: list
+    task_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    cells: int = 0
+    tasks: int = 0
+    filter_counts: dict = dataclasses.field(default_factory=dict)
+    stage_seconds: dict = dataclasses.field(default_factory=dict)
+    #: Per worker: tasks, seconds busy, and the seconds from the search's start to its first
+    #: task's start and to its last task's end (a late first start is a slow worker start-up).
+    workers: dict = dataclasses.field(default_factory=dict)
+
+
+def resolve_backend(requested, cluster_gpus=0):
+    """The backend a run uses: "gpu" where asked for (or, with "auto", where a GPU is usable).
+
+    With a local cluster of several GPUs (`cluster_gpus`), CUDA is its workers' alone: this
+    process only checks that CuPy is installed (loading it here would hold this process's
+    interpreter lock while Dask starts the workers), and each worker finds its GPU."""
+    if requested == "cpu":
+        return "cpu"
+    problem = cupy_problem() if cluster_gpus > 1 else gpu_problem()
+    if problem is None:
+        return "gpu"
+    if requested == "gpu":
+        raise GpuhmmError("--backend gpu", problem)
+    return "cpu"
+
+
+def plan_tasks(models, database, model_groups, slots):
+    """Tasks covering every (model, non-empty shard) pair once, largest first.
+
+    `model_groups` equal groups balanced by length, or None for groups that shrink towards
+    the end of the run (guided scheduling over `slots` workers).
+    """
+    lengths = [model.M for model in models]
+    shards = [index for index, info in enumerate(database.shards) if info.sequences]
+    if model_groups:
+        groups = [group for group in balance_by_length(lengths, model_groups) if group]
+    else:
+        groups = guided_groups(lengths, max(1, -(-slots // len(shards))))
+    tasks = []
+    for group in groups:
+        nodes = sum(lengths[position] for position in group)
+        for shard in shards:
+            tasks.append(SearchTask(tuple(group), shard, nodes * database.shards[shard].residues))
+    tasks.sort(key=lambda task: -task.cells)
+    return tasks
+
+
+def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu"):
+    """Search `models` against every shard of `database` on `executor`.
+
+    `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
+    as it completes.
+    """
+    started, started_at = time.perf_counter(), time.time()
+    tasks = plan_tasks(models, database, model_groups, slots)
+    arguments = options.pipeline_arguments()
+    per_model = [[None] * len(database.shards) for _ in models]
+    result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
+    shared = SharedContext.of(models, database, arguments, backend)
+    for outcome in executor.run(
+        run_task, tasks, cells=[task.cells for task in tasks], shards=[task.shard for task in tasks], shared=shared
+    ):
+        for position, hits in zip(outcome.task.positions, outcome.hits):
+            per_model[position][outcome.task.shard] = tophits.attached(hits, models[position])
+        for name, count in outcome.filter_counts.items():
+            result.filter_counts[name] = result.filter_counts.get(name, 0) + count
+        for name, value in outcome.stage_seconds.items():
+            result.stage_seconds[name] = result.stage_seconds.get(name, 0) + value
+        result.task_seconds += outcome.seconds
+        result.cells += outcome.task.cells
+        first, last = (round(moment - started_at, 3) for moment in outcome.span)
+        worker = result.workers.setdefault(
+            outcome.worker, {"tasks": 0, "busy_s": 0.0, "busy_cpu_s": 0.0, "first_start_s": first, "last_end_s": last}
+        )
+        worker["tasks"] += 1
+        worker["busy_s"] = round(worker["busy_s"] + outcome.seconds, 3)
+        worker["busy_cpu_s"] = round(worker["busy_cpu_s"] + outcome.cpu_seconds, 3)
+        worker["first_start_s"] = min(worker["first_start_s"], first)
+        worker["last_end_s"] = max(worker["last_end_s"], last)
+    result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
+    result.wall_seconds = time.perf_counter() - started
+    for name, worker in sorted(result.workers.items()):
+        log.info(
+            "worker %s: %d tasks, first started at %.1fs, last ended at %.1fs, %.0f task-seconds (%.0f on a CPU)",
+            name,
+            worker["tasks"],
+            worker["first_start_s"],
+            worker["last_end_s"],
+            worker["busy_s"],
+            worker["busy_cpu_s"],
+        )
+    return result
+
+
+def scan(models, database, options, executor, slots=1, backend="cpu"):
+    """hmmscan: per sequence of `database`, in file order, the TopHits of `models` against it,
+    with Z the number of models (or -Z) and each sequence's own domZ.
+
+    The work is still models × shards: on the GPU backend the filters of every (model group,
+    shard) task run first, as a search's do, and give each sequence the models that pass
+    them; pyhmmer's scan pipeline then runs each sequence against those models only (they
+    include every model HMMER's filters pass, and Z is fixed, so the rows are hmmscan's). On
+    the CPU backend each sequence meets every model in pyhmmer's own pipeline."""
+    arguments = dict(options.pipeline_arguments(), Z=options.Z or len(models))
+    shared = SharedContext.of(models, database, arguments, backend)
+    shards = [index for index, info in enumerate(database.shards) if info.sequences]
+    candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
+    counts = dict.fromkeys(shards)  # shard → models past each GPU stage, per sequence
+    if backend == "gpu" and arguments["F1"] < 1.0:
+        candidates = {shard: [] for shard in shards}
+        counts = {
+            shard: {
+                name: np.zeros(database.shards[shard].sequences, dtype=np.int64)
+                for name in ("n_past_msv", "n_past_bias", "n_past_vit")
+            }
+            for shard in shards
+        }
+        tasks = plan_tasks(models, database, None, slots)
+        for task, outcomes in executor.run(
+            scan_filter_task,
+            tasks,
+            cells=[task.cells for task in tasks],
+            shards=[task.shard for task in tasks],
+            shared=shared,
+        ):
+            for position, outcome in zip(task.positions, outcomes):
+                candidates[task.shard].append((position, outcome.survivors))
+                for name, passed in (
+                    ("n_past_msv", outcome.passed_msv),
+                    ("n_past_bias", outcome.passed_bias),
+                    ("n_past_vit", outcome.stopped_after_viterbi),
+                ):
+                    counts[task.shard][name][passed] += 1
+    # Several pieces per shard, so that every thread has sequences to scan.
+    pieces = max(1, -(-2 * slots // max(1, len(shards))))
+    work = [
+        ScanPiece(shard, piece, pieces, candidates[shard], counts[shard]) for shard in shards for piece in range(pieces)
+    ]
+    nodes = sum(model.M for model in models)
+    per_sequence = []
+    for found in executor.run(
+        scan_task,
+        work,
+        cells=[nodes * database.shards[w.shard].residues // pieces for w in work],
+        shards=[w.shard for w in work],
+        shared=shared,
+    ):
+        per_sequence += found
+    per_sequence.sort(key=lambda pair: pair[0])
+    if options.Z is None:  # Z is the number of models, counted, not set by -Z
+        return [tophits.with_automatic_z(hits) for _, hits in per_sequence]
+    return [hits for _, hits in per_sequence]

@@ -1,0 +1,65 @@
+"""What the client and the workers exchange: tasks, their shared context, and their results.
+
+Task arguments are serialized even for workers in the client's process, so they stay small: a
+database travels as a reference to its files or to shards held in memory, and the models and
+options every task needs travel once per worker (`SharedContext`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from .db.models import ModelsOnDisk
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchTask:
+    """One unit of work: some models (by position) against one database shard."""
+
+    positions: tuple
+    shard: int
+    cells: int  # Σ M × shard residues: the dynamic-programming cells the filters cover
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    task: SearchTask
+    hits: tuple  # per position in task.positions: its kept hits' state (`_tophits.as_hmmsearch_keeps`)
+    seconds: float
+    cpu_seconds: float  # the task's thread on a CPU: beside `seconds`, how long it waited (GPU, GIL, cores)
+    filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models
+    stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
+    worker: str  # host:process id
+    span: tuple  # (start, end), Unix seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanPiece:
+    """Every `pieces`-th sequence of a shard from `piece` on, and the models (by position) each
+    sequence's filters passed, or None for all of them; with them, per sequence of the shard
+    (block position), how many models passed each GPU stage (`n_past_msv`, `n_past_bias`, and
+    `n_past_vit` for those past Viterbi that the Forward filter stopped)."""
+
+    shard: int
+    piece: int
+    pieces: int
+    candidates: list | None
+    filter_counts: dict | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedContext:
+    """What every task of a search needs, sent to each worker once."""
+
+    search_key: str  # tells one search's configured models from another's on a long-lived worker
+    models: tuple | ModelsOnDisk
+    database: object
+    arguments: dict
+    backend: str
+
+    @classmethod
+    def of(cls, models, database, arguments, backend):
+        if isinstance(models, ModelsOnDisk):
+            return cls(models.key, models, database, arguments, backend)
+        return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend)

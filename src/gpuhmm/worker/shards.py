@@ -1,0 +1,163 @@
+"""The database shards a worker keeps resident between tasks, in its memory and on its GPU."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import threading
+
+import numpy as np
+import pyhmmer.plan7
+
+from ..db.index import FirstPositions
+from ..engine.filters import FilterOutcome, FilterShard, filter_stages
+
+log = logging.getLogger("gpuhmm")
+
+#: What a pyhmmer DigitalSequence holds beside its residues (name, header, pointers), roughly.
+PYHMMER_SEQUENCE_BYTES = 256
+
+
+class ResidentShard:
+    """A shard as a worker keeps it: in database-file order, as hmmsearch reads targets.
+
+    File order matters: see `output.tophits`. `file_position` finds a hit's sequence by name and
+    length; where a shard holds several such sequences it takes the first, the rule that keeps a
+    hit whenever any of them would. The pyhmmer block of the whole shard (CPU backend), the name
+    index and the filters' layout of the residues (GPU backend) are built on first use: the GPU
+    backend gives pyhmmer only each model's survivors, so its first kernels need not wait.
+    """
+
+    def __init__(self, shard, alphabet):
+        self._shard = shard
+        self._alphabet = alphabet
+        self._file_order = np.argsort(shard.source_index, kind="stable")
+        self._block_position = np.empty(len(self._file_order), dtype=np.int64)
+        self._block_position[self._file_order] = np.arange(len(self._file_order))
+        self.sequences = len(self._file_order)
+        self.residues = int(shard.offsets[-1])
+        self._filter_shard = None
+        self._filter_lock = threading.Lock()
+        self._block = None
+        self._positions = None
+        self._lazy_lock = threading.Lock()
+
+    def footprint(self):
+        """Bytes this shard holds: its residues, what the filters laid out from them (the
+        device holds about as much again) and the pyhmmer sequences of the whole shard."""
+        total = self._shard.residues.nbytes + self._shard.offsets.nbytes
+        if self._filter_shard is not None:
+            total += self._filter_shard.footprint()
+        if self._block is not None:
+            total += self.residues + PYHMMER_SEQUENCE_BYTES * self.sequences
+        return total
+
+    @property
+    def block(self):
+        with self._lazy_lock:
+            if self._block is None:
+                self._block = self._shard.to_block(self._alphabet, self._file_order)
+            return self._block
+
+    def source_index(self, position):
+        """The file position of the sequence at block `position`."""
+        return int(self._shard.source_index[self._file_order[position]])
+
+    def subset(self, positions):
+        """The sequences at block `positions` (ascending: file order) as a pyhmmer block."""
+        return self._shard.to_block(self._alphabet, self._file_order[positions])
+
+    def file_position(self, hit):
+        with self._lazy_lock:
+            if self._positions is None:
+                self._positions = FirstPositions(self._shard)
+        return self._positions.find(hit.name, hit.length)
+
+    def filter(self, engine, models, arguments, timings, sieve_slots=None):
+        """Per model (`worker.models.FilterModel`), its `FilterOutcome` on this shard, with the
+        sequences as block positions (file order), ascending."""
+        with self._filter_lock:
+            if self._filter_shard is None:
+                self._filter_shard = FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
+        results = filter_stages(
+            engine,
+            [m.msv for m in models],
+            [m.viterbi for m in models],
+            [m.forward for m in models],
+            pyhmmer.plan7.Background(self._alphabet).residue_frequencies,
+            self._filter_shard,
+            arguments["F1"],
+            arguments["F2"],
+            arguments["F3"],
+            arguments["bias_filter"],
+            timings,
+            sieve_slots,
+        )
+        in_file_order = [
+            {
+                field.name: np.sort(self._block_position[getattr(result, field.name)])
+                for field in dataclasses.fields(result)
+            }
+            for result in results
+        ]
+        return [FilterOutcome(**fields) for fields in in_file_order]
+
+
+class ResidentShards:
+    """The database shards a worker keeps, for every model group that needs them: in its memory
+    and, on the GPU backend, on its device (a shard's device data lives as long as the shard
+    does). Least recently used shards go first once their footprint passes the budget; one that
+    a task still uses stays until that task ends. Keyed by checksum as well as path, so a
+    rebuilt database is never served stale."""
+
+    def __init__(self, default_budget):
+        self.budget = None  # bytes; None: `default_budget(backend)`
+        self.loads = 0
+        self._default_budget = default_budget
+        self._shards = collections.OrderedDict()  # key → {"lock", "shard"}
+        self._lock = threading.Lock()
+
+    def get(self, database, index, backend):
+        key = (str(database.path), index, database.shards[index].sha256)
+        with self._lock:
+            entry = self._shards.setdefault(key, {"lock": threading.Lock(), "shard": None})
+            self._shards.move_to_end(key)
+        with entry["lock"]:
+            loaded = entry["shard"] is None
+            if loaded:
+                entry["shard"] = ResidentShard(database.load_shard(index), database.alphabet)
+        if loaded:  # the held memory grows most with a new shard: only then is the budget checked
+            with self._lock:
+                self.loads += 1
+            self._keep_within_budget(key, backend)
+        return entry["shard"]
+
+    def _keep_within_budget(self, newest, backend):
+        budget = self.budget if self.budget is not None else self._default_budget(backend)
+        with self._lock:
+            footprints = {key: entry["shard"].footprint() for key, entry in self._shards.items() if entry["shard"]}
+            total = sum(footprints.values())
+            for key in [key for key in self._shards if key != newest]:
+                if total <= budget:
+                    break
+                self._shards.pop(key)
+                total -= footprints.get(key, 0)
+                log.info(
+                    "database shard %d of %s leaves this worker's memory (shards held: %.2f GB, budget %.2f GB)",
+                    key[1],
+                    key[0],
+                    total / 1e9,
+                    budget / 1e9,
+                )
+
+    def release(self, database):
+        """Let every shard of `database` go."""
+        with self._lock:
+            for key in [key for key in self._shards if key[0] == str(database.path)]:
+                self._shards.pop(key)
+
+
+def host_memory_bytes():
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -1,0 +1,136 @@
+"""The tasks a worker runs: one model group against one resident database shard.
+
+On the CPU backend a task runs HMMER's whole pipeline through pyhmmer. On the GPU backend the
+filter stages run on the GPU first (`engine.filters`), and pyhmmer's pipeline re-runs every
+stage on the survivors only; since the GPU stages pass HMMER's set or more (exactly up to
+Viterbi, with a margin at Forward), the hits are the same, and `output.tophits` restates
+their statistics as a search of the whole shard.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pyhmmer.plan7
+
+from ..errors import GpuhmmError
+from ..output import tophits
+from ..tasks import TaskResult
+from .state import STATE, worker_name
+
+log = logging.getLogger("gpuhmm")
+
+
+def run_task(task, shared):
+    """One model group against one resident database shard: per model its kept hits."""
+    started, started_at, started_cpu_task = time.perf_counter(), time.time(), time.thread_time()
+    database, arguments, backend = shared.database, shared.arguments, shared.backend
+    # The shard first: a worker's first tasks load it while the models are configured ahead.
+    shard = STATE.shards.get(database, task.shard, backend)
+    models = [shared.models[position] for position in task.positions]
+    pipeline = STATE.pipeline(database.alphabet, arguments)
+    filtered = None
+    stage_seconds = {}
+    if backend == "gpu" and arguments["F1"] < 1.0:
+        prepared = STATE.models.filter_models(shared.search_key, task.positions, models)
+        filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
+    hits, counts = [], {}
+    for index, model in enumerate(models):
+        if filtered is None:
+            found = pipeline.search_hmm(model, shard.block)
+        else:
+            outcome = filtered[index]
+            started_tail, started_cpu = time.perf_counter(), time.thread_time()
+            found = tophits.counting_whole_shard(
+                pipeline.search_hmm(model, shard.subset(outcome.survivors)),
+                shard.sequences,
+                shard.residues,
+                known={"n_past_msv": len(outcome.passed_msv), "n_past_bias": len(outcome.passed_bias)},
+                uncounted={"n_past_vit": len(outcome.stopped_after_viterbi)},
+            )
+            stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
+            # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
+            stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
+        kept, model_counts = tophits.as_hmmsearch_keeps(found, shard.file_position)
+        pipeline.clear()
+        hits.append(kept)
+        for name, count in model_counts.items():
+            counts[name] = counts.get(name, 0) + count
+    cpu_seconds = time.thread_time() - started_cpu_task
+    return TaskResult(
+        task,
+        tuple(hits),
+        time.perf_counter() - started,
+        cpu_seconds,
+        counts,
+        stage_seconds,
+        worker_name(),
+        (started_at, time.time()),
+    )
+
+
+def scan_filter_task(task, shared):
+    """The GPU filters of one model group against one shard: per model its `FilterOutcome`, the
+    sequences as block positions."""
+    shard = STATE.shards.get(shared.database, task.shard, shared.backend)
+    models = [shared.models[p] for p in task.positions]
+    prepared = STATE.models.filter_models(shared.search_key, task.positions, models)
+    return task, _filter_in_batches(shard, prepared, shared.arguments, {}, task.shard)
+
+
+def scan_task(piece, shared):
+    """Each sequence of one piece of a shard against its models, with pyhmmer's scan pipeline.
+    Returns (file position, TopHits) pairs."""
+    shard = STATE.shards.get(shared.database, piece.shard, shared.backend)
+    positions = np.arange(piece.piece, shard.sequences, piece.pieces)
+    profile = STATE.scan_profiles(shared.search_key, shared.models)
+    if piece.candidates is None:
+        models_of = {position: range(len(shared.models)) for position in positions.tolist()}
+    else:
+        models_of = {position: [] for position in positions.tolist()}
+        for model, survivors in sorted(piece.candidates, key=lambda pair: pair[0]):
+            for position in survivors[survivors % piece.pieces == piece.piece].tolist():
+                models_of[position].append(model)
+    pipeline = STATE.pipeline(shared.database.alphabet, shared.arguments)
+    nodes = sum(model.M for model in shared.models)
+    found = []
+    for position, sequence in zip(positions.tolist(), shard.subset(positions)):
+        block = pyhmmer.plan7.OptimizedProfileBlock(shared.database.alphabet, [profile(m) for m in models_of[position]])
+        hits = pipeline.scan_seq(sequence, block)
+        if piece.filter_counts is not None:
+            # pyhmmer met the sequence's candidates only; hmmscan's statistics count every model.
+            counts = {name: int(count[position]) for name, count in piece.filter_counts.items()}
+            hits = tophits.counting_every_model(hits, len(shared.models), nodes, counts)
+        found.append((shard.source_index(position), hits))
+        pipeline.clear()
+    return found
+
+
+def _filter_in_batches(shard, models, arguments, timings, shard_index):
+    """The GPU filters of `models` (FilterModels) against `shard`. A batch the GPU has no memory
+    for (CuPy's OutOfMemoryError is a MemoryError) is split in two and each half retried, down
+    to one model; the filters' results do not depend on how the models are batched."""
+    try:
+        return shard.filter(STATE.engine(), models, arguments, timings, STATE.sieve_slots)
+    except MemoryError as error:
+        if len(models) == 1:
+            raise GpuhmmError(
+                f"database shard {shard_index}",
+                f"the GPU ran out of memory filtering model {models[0].msv.name} against it ({error}); "
+                f"split the database into more shards (--db-shards)",
+            ) from error
+        half = len(models) // 2
+        log.warning(
+            "GPU out of memory filtering %d models against database shard %d (%s); "
+            "retrying them as batches of %d and %d",
+            len(models),
+            shard_index,
+            error,
+            half,
+            len(models) - half,
+        )
+        return _filter_in_batches(shard, models[:half], arguments, timings, shard_index) + _filter_in_batches(
+            shard, models[half:], arguments, timings, shard_index
+        )
