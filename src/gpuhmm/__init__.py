@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
     from pyhmmer.plan7 import TopHits
 
-    from .db.database import SequenceDatabase
-
 
 def __getattr__(name):
     # The database API loads numpy and pyhmmer; importing it lazily lets the CLI start its
@@ -38,7 +36,7 @@ def __getattr__(name):
 
 def hmmsearch(
     models_file: str | PathLike,
-    sequences: str | PathLike | SequenceDatabase,
+    sequences: str | PathLike,
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),

@@ -86,35 +86,48 @@ def _check_writable(path: Path, option: str) -> None:
 @contextlib.contextmanager
 def written_together(paths):
     """Yield a binary handle per path (in order); regular files appear under their final names
-    only once the block succeeds, all together. Direct outputs are written as the block runs."""
-    handles, renames = [], []
-    with contextlib.ExitStack() as stack:
-        try:
-            for path in paths:
-                if path == STDOUT:
-                    sys.stdout.flush()
-                    handles.append(stack.enter_context(open(sys.stdout.fileno(), "wb", closefd=False)))
-                elif _is_direct(Path(path)):
-                    handles.append(stack.enter_context(open(path, "wb")))
-                else:
-                    final = _final(Path(path))
-                    descriptor, temporary = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
-                    renames.append((temporary, final))
-                    handles.append(stack.enter_context(open(descriptor, "wb")))
-            yield handles
-            stack.close()
-            for temporary, final in renames:
-                os.chmod(temporary, _mode_for(final))
-                os.replace(temporary, final)
-        except OSError as error:
-            raise GpuhmmError(
-                getattr(error, "filename", None) or "output", f"cannot write ({error.strerror})"
-            ) from None
-        finally:
-            stack.close()
-            for temporary, _ in renames:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
+    only once the block succeeds, all together. Direct outputs are written as the block runs.
+    A failure to write names the output it happened to."""
+    opened, renames = [], []  # (path, handle); (temporary, final)
+    try:
+        for path in paths:
+            if path == STDOUT:
+                sys.stdout.flush()
+                opened.append((path, open(sys.stdout.fileno(), "wb", closefd=False)))
+            elif _is_direct(Path(path)):
+                opened.append((path, _opened(path, lambda path=path: open(path, "wb"))))
+            else:
+                final = _final(Path(path))
+                descriptor, temporary = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+                renames.append((temporary, final))
+                opened.append((path, open(descriptor, "wb")))
+        yield [handle for _, handle in opened]
+        while opened:
+            path, handle = opened.pop(0)
+            _opened(path, handle.close)
+        for temporary, final in renames:
+            os.chmod(temporary, _mode_for(final))
+            os.replace(temporary, final)
+    finally:
+        for _, handle in opened:
+            with contextlib.suppress(OSError):
+                handle.close()
+        for temporary, _ in renames:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+def _opened(path, call):
+    """call(), with an OSError as the one-line error of output `path`."""
+    try:
+        return call()
+    except OSError as error:
+        raise write_error(path, error) from None
+
+
+def write_error(path, error):
+    """The one-line error of a failed write to output `path`."""
+    return GpuhmmError("standard output" if path == STDOUT else path, f"cannot write ({error.strerror or error})")
 
 
 def _mode_for(final: Path) -> int:

@@ -10,7 +10,7 @@ import os
 import time
 
 from .._version import __version__
-from .files import written_together
+from .files import write_error, written_together
 
 #: The shuffle significance table's columns: the first six as tblout's, then the target's
 #: Viterbi-filter score, the shuffles and their censored Gumbel fit, and the empirical P-value.
@@ -69,8 +69,11 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     # What goes to /dev/null is not even formatted: the workflow's jobs send their reports there.
     wanted = [(paths[kind], writer) for kind, writer in writers.items() if paths.get(kind) not in (None, os.devnull)]
     with written_together([path for path, _ in wanted]) as handles:
-        for handle, (_, writer) in zip(handles, wanted):
-            writer(handle)
+        for handle, (path, writer) in zip(handles, wanted):
+            try:
+                writer(handle)
+            except OSError as error:  # a full disk, a closed pipe: one line naming the output
+                raise write_error(path, error) from None
 
 
 def _write_table(handle, hits, format, footer):
