@@ -18,7 +18,6 @@ from its pickled state, which holds HMMER's own serialized `P7_HIT` and `P7_DOMA
 from __future__ import annotations
 
 import io
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
@@ -27,6 +26,7 @@ from pyhmmer.plan7 import TopHits
 
 from ..options import ReportSettings
 from .alidisplay import included_domains, write_alignment, write_alignments
+from .records import domain_counts, domain_oasc
 from .report_header import Program, ReportHeader, write_header
 
 _DOMAIN_TABLE_HEAD = (
@@ -101,23 +101,13 @@ def _write_query(handle: TextIO, program: Program, query: object) -> None:
 
 
 def _hit_counts(state: dict) -> list[tuple[float, int]]:
-    """(nexpected, nreported) of each hit in ranked order, from the serialized P7_HITs.
-
-    p7_hit_Serialize writes big-endian fields at fixed offsets: nexpected (float) at byte
-    52, nreported (int32) at byte 80.
-    """
-    records = [bytes(record) for record in state["unsrt"]]
-    return [
-        (struct.unpack_from(">f", records[slot], 52)[0], struct.unpack_from(">i", records[slot], 80)[0])
-        for slot in state["hit"]
-    ]
+    """(nexpected, nreported) of each hit in ranked order, from the serialized P7_HITs."""
+    return [domain_counts(state["unsrt"][slot]) for slot in state["hit"]]
 
 
 def _domain_accuracy(domain: object) -> float:
-    """The acc column: the expected number of correctly aligned residues (oasc, a float at byte
-    64 of the serialized P7_DOMAIN) per envelope residue."""
-    oasc = struct.unpack_from(">f", bytes(domain.__getstate__()), 64)[0]
-    return oasc / (1.0 + abs(float(domain.env_to - domain.env_from)))
+    """The acc column: the expected number of correctly aligned residues (oasc) per envelope residue."""
+    return domain_oasc(domain.__getstate__()) / (1.0 + abs(float(domain.env_to - domain.env_from)))
 
 
 def _shown_name(name: str, accession: str | None, acc: bool) -> str:

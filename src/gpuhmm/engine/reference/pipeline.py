@@ -1,0 +1,197 @@
+"""HMMER 3.4's `p7_Pipeline` (`src/p7_pipeline.c`) for one target from the Forward filter on, in
+hmmsearch mode: `p7_ForwardParser` and the F3 test, `p7_BackwardParser`, domain definition
+(`domaindef`), then the per-sequence and per-domain scores and the hit, bit for bit.
+
+Float rules kept: scores are float32 nats until the bit conversions `(float)((double)x / ln 2)`;
+`log` is glibc's double log (Python's `math.log` calls it); the null1 score
+`(float)(L·log(p1) + log(1 − p1))` with p1 = L ⊘ (L+1) in float32; the null2 sequence bias
+`p7_FLogsum(0, (float)(log ω + Σ n2sc))` with the sum Kahan-compensated (`esl_vec_FSum`) and
+`p7_FLogsum`'s table built as `p7_FLogsumInit` builds it; the length correction
+`(float)(envsc + (L − Ld)·log(L ⊘ (L+3)))`; P-values `esl_exp_logsurv` in double.
+
+hmmscan runs the same steps with the model's length reconfigured per sequence and names the hit
+after the model; phmmer's only difference is where the query model comes from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from ...output.records import IS_INCLUDED, IS_REPORTED, HitRecord
+from .domaindef import define_domains
+from .fwdback import backward, forward
+from .oprofile import F32, special_transitions
+from .stotrace import FastRandomness
+
+LN2 = 0.69314718055994529  # eslCONST_LOG2
+LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
+FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
+
+
+@functools.cache
+def _flogsum_table():
+    """`p7_FLogsumInit`: log(1 + e^(−i/1000)) in float32 for i < 16000."""
+    return np.array([math.log(1.0 + math.exp(-i / 1000.0)) for i in range(FLOGSUM_ENTRIES)], dtype=F32)
+
+
+def flogsum(a, b):
+    """`p7_FLogsum`: log(e^a + e^b) in float32 by table lookup."""
+    a, b = F32(a), F32(b)
+    high, low = (a, b) if a > b else (b, a)
+    if low == -np.inf or high - low >= F32(15.7):
+        return high
+    return high + _flogsum_table()[int((high - low) * FLOGSUM_SCALE)]
+
+
+def null_one(L):
+    """`p7_bg_NullOne` after `p7_bg_SetLength(bg, L)`: the null model's score in nats."""
+    p1 = F32(L) / F32(L + 1)
+    return F32(float(F32(L)) * math.log(float(p1)) + math.log(1.0 - float(p1)))
+
+
+def log_survival(score, tau, lam):
+    """`esl_exp_logsurv`: log P of a bit score under the Forward exponential tail."""
+    return 0.0 if float(score) < tau else -lam * (float(score) - tau)
+
+
+def _bits(nats):
+    return F32(float(nats) / LN2)
+
+
+def _kahan_sum(values):
+    """`esl_vec_FSum`: Kahan-compensated float32 sum."""
+    total, compensation = F32(0.0), F32(0.0)
+    for value in values:
+        y = value - compensation
+        t = total + y
+        compensation = (t - total) - y
+        total = t
+    return total
+
+
+def _reportable(pipeline, score, lnP, by_E, E, T, Z):
+    """`p7_pli_TargetReportable` and its siblings, for one setting pair (by E-value or score;
+    the float32 score compared in double with the double threshold)."""
+    return math.exp(lnP) * pipeline[Z] <= pipeline[E] if pipeline[by_E] else float(score) >= pipeline[T]
+
+
+def passes_forward_filter(profile, fwdsc, filter_score, F3):
+    """`p7_Pipeline`'s F3 test: P of (fwdsc − filtersc)/ln 2, a float32 bit score, at most F3."""
+    bits = _bits(F32(fwdsc) - F32(filter_score))
+    pvalue = 1.0 if float(bits) < profile.tau else math.exp(-profile.lam * (float(bits) - profile.tau))
+    return not pvalue > F3
+
+
+def score_hit(profile, target, fwdsc, definition, pipeline):
+    """The end of `p7_Pipeline`: the hit of a target whose domains are `definition`, or None when
+    it has no domain or is not reportable. `pipeline` is a TopHits state's pipeline dict
+    (thresholds, Z, null2 and bit-cutoff settings)."""
+    if not definition.nregions or not definition.nenvelopes or not definition.domains:
+        return None
+    L = len(target.residues)
+    null2 = pipeline["do_null2"]
+    nullsc = null_one(L)
+    seqbias = flogsum(0.0, LOG_OMEGA + float(_kahan_sum(definition.null2_scores))) if null2 else F32(0.0)
+    pre_score = _bits(F32(fwdsc) - nullsc)
+    seq_score = _bits(F32(fwdsc) - (nullsc + seqbias))
+
+    # The score as a sum over domains that still score after their null2 correction.
+    sum_score, bias, covered = F32(0.0), F32(0.0), 0
+    for domain in definition.domains:
+        counts = F32(domain.envsc) - F32(domain.domcorrection) > 0.0 if null2 else domain.envsc > 0.0
+        if counts:
+            sum_score = sum_score + F32(domain.envsc)
+            covered += domain.jenv - domain.ienv + 1
+            bias = bias + F32(domain.domcorrection)
+    bias = flogsum(0.0, LOG_OMEGA + float(bias)) if null2 else F32(0.0)
+    log_length = math.log(float(F32(L) / F32(L + 3)))
+    sum_score = F32(float(sum_score) + (L - covered) * log_length)
+    pre2_score = _bits(sum_score - nullsc)
+    sum_score = _bits(sum_score - (nullsc + bias))
+    if covered > 0 and sum_score > seq_score:
+        seq_score, pre_score = sum_score, pre2_score
+
+    lnP = log_survival(seq_score, profile.tau, profile.lam)
+    if not _reportable(pipeline, seq_score, lnP, "by_E", "E", "T", "Z"):
+        return None
+    domains = []
+    for domain in definition.domains:
+        bitscore = F32(float(domain.envsc) + (L - (domain.jenv - domain.ienv + 1)) * log_length)
+        dombias = flogsum(0.0, LOG_OMEGA + domain.domcorrection) if null2 else F32(0.0)
+        bitscore = _bits(bitscore - (nullsc + dombias))
+        domains.append(
+            dataclasses.replace(
+                domain,
+                bitscore=float(bitscore),
+                dombias=float(dombias),
+                lnP=log_survival(bitscore, profile.tau, profile.lam),
+            )
+        )
+    best = 0
+    for d, domain in enumerate(domains):
+        if domain.bitscore > domains[best].bitscore:
+            best = d
+    flags = 0
+    if pipeline["use_bit_cutoffs"]:  # model-specific thresholds decide now (pyhmmer keeps them)
+        domains = [
+            dataclasses.replace(
+                d,
+                is_reported=_reportable(pipeline, d.bitscore, d.lnP, "dom_by_E", "domE", "domT", "domZ"),
+                is_included=_reportable(pipeline, d.bitscore, d.lnP, "dom_by_E", "domE", "domT", "domZ")
+                and _reportable(pipeline, d.bitscore, d.lnP, "incdom_by_E", "incdomE", "incdomT", "domZ"),
+            )
+            for d in domains
+        ]
+        flags = IS_REPORTED | (
+            IS_INCLUDED if _reportable(pipeline, seq_score, lnP, "inc_by_E", "incE", "incT", "Z") else 0
+        )
+    return HitRecord(
+        name=target.name,
+        accession=target.accession or None,
+        description=target.description or None,
+        sortkey=-lnP if pipeline["inc_by_E"] else float(seq_score),
+        score=float(seq_score),
+        pre_score=float(pre_score),
+        sum_score=float(sum_score),
+        lnP=lnP,
+        pre_lnP=log_survival(pre_score, profile.tau, profile.lam),
+        sum_lnP=log_survival(sum_score, profile.tau, profile.lam),
+        nexpected=float(definition.nexpected),
+        nregions=definition.nregions,
+        nclustered=definition.nclustered,
+        noverlaps=definition.noverlaps,
+        nenvelopes=definition.nenvelopes,
+        flags=flags,
+        nreported=0,
+        nincluded=0,
+        best_domain=best,
+        domains=tuple(domains),
+    )
+
+
+def forward_parser(profile, target):
+    """`p7_ForwardParser` of the whole target, multihit, for its length: (matrix, score)."""
+    return forward(profile, target.residues, special_transitions(len(target.residues), multihit=True))
+
+
+def target_domains(profile, target, fwd, seed=42):
+    """`p7_BackwardParser` and `p7_domaindef_ByPosteriorHeuristics` after the Forward parser
+    matrix `fwd`; `seed` is the pipeline's (reseeded for every multi-domain region, as HMMER does
+    unless the seed is 0)."""
+    bck = backward(profile, target.residues, special_transitions(len(target.residues), multihit=True), fwd)
+    return define_domains(profile, target, fwd, bck, FastRandomness(seed))
+
+
+def search_target(profile, target, pipeline, filter_score=None, seed=42):
+    """`p7_Pipeline` from `p7_ForwardParser` on: the hit of `target` (a `domaindef.Target`) for
+    `profile` (an `oprofile.StripedProfile`) under `pipeline` (see `score_hit`), or None. With
+    `filter_score` (the bias filter's score, or null1 without that filter) the F3 test comes
+    first."""
+    fwd, fwdsc = forward_parser(profile, target)
+    if filter_score is not None and not passes_forward_filter(profile, fwdsc, filter_score, pipeline["F3"]):
+        return None
+    return score_hit(profile, target, fwdsc, target_domains(profile, target, fwd, seed), pipeline)
