@@ -131,6 +131,11 @@ def test_an_output_in_a_missing_directory_is_refused(tmp_path):
     _assert_refused_before_the_search(tmp_path, ["--tblout", "nowhere/t.tbl"], "nowhere", "does not exist")
 
 
+def test_an_output_where_no_file_can_be_made_is_refused(tmp_path):
+    """A file system that takes no new files (sysfs, even for root), found by trying to make one."""
+    _assert_refused_before_the_search(tmp_path, ["--tblout", "/sys/gpuhmm.tbl"], "/sys", "cannot write")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write in any directory")
 def test_an_output_in_an_unwritable_directory_is_refused(tmp_path):
     locked = tmp_path / "locked"

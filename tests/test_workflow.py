@@ -93,6 +93,21 @@ def test_workflow_refuses_bad_config(tmp_path):
     assert "--cut_ga cannot be combined with -E" in process.stdout + process.stderr
 
 
+@pytest.mark.parametrize("key, block", [("bogus", None), ("evalue", "hmmer")])
+def test_an_unknown_config_key_is_one_line_naming_it(tmp_path, key, block):
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.read_text())
+    (data[block] if block else data)[key] = 1
+    config.write_text(yaml.safe_dump(data))
+    process = _snakemake(tmp_path, "--cores", "1", "--configfile", str(config), "-n", check=False)
+    assert process.returncode != 0
+    where = f"config.{block}" if block else "config"
+    lines = [line for line in (process.stdout + process.stderr).splitlines() if "unknown key" in line]
+    assert lines == [f"{where}: unknown key(s) '{key}'; allowed: " + lines[0].split("allowed: ")[1]]
+    assert ("models, outdir" if block is None else "E, F1, F2") in lines[0]
+    assert "$schema" not in process.stdout + process.stderr
+
+
 def test_workflow_failed_search_leaves_no_tables(tmp_path):
     bad = tmp_path / "bad.faa"
     bad.write_text(">x\nMKV1\n")

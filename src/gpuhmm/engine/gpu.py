@@ -267,16 +267,17 @@ class GpuEngine:
 
         return call, out
 
-    def launch(self, choice, blocks, models, tjb, sequences):
-        """One launch: every model (same specialization) × every warp block.
-
-        Returns the host output, uint8 bests (SSV) or int16 xJ (MSV), (models, sequences).
-        """
+    def msv(self, choice, blocks, models, tjb, sequences):
+        """One launch of `choice`'s stage: every model (same specialization) × every warp block.
+        Returns uint8 bests (SSV, `tjb` None) or int16 xJ (MSV), (models, sequences), on the host."""
         tables = self._tables(choice, models)
         with self._stream():
             call, out = self._prepare(choice, blocks, tables, tjb, sequences)
             call()
             return cupy.asnumpy(out)
+
+    def ssv(self, choice, blocks, models, sequences):
+        return self.msv(choice, blocks, models, None, sequences)
 
     def time_launch(self, choice, blocks, models, tjb, sequences, repeats=3):
         """Median kernel time in seconds over `repeats` launches, after one warm-up."""
@@ -350,12 +351,6 @@ class GpuEngine:
                 prepared.append(((kernel, len(batch.chunk_model), cta_warps, arguments, 0), x_j))
             self._side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
-
-    def ssv(self, choice, blocks, models, sequences):
-        return self.launch(choice, blocks, models, None, sequences)
-
-    def msv(self, choice, blocks, models, tjb, sequences):
-        return self.launch(choice, blocks, models, tjb, sequences)
 
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
