@@ -19,7 +19,7 @@ import numpy as np
 
 from .fwdback import B, C, E, J, N, predecessors, rightshift
 from .oprofile import BM, DD, DM, F32, II, IM, MD, MI, MM
-from .trace import LOOPING, Trace
+from .trace import LOOPING, traced_back
 
 NEG_INF = F32(-np.inf)
 ZERO = F32(0.0)
@@ -144,33 +144,4 @@ class _Chooser:
 
 def oa_trace(profile, xf, posteriors, oa):
     """`p7_OATrace`: the optimal accuracy path through `oa`, with each step's posterior."""
-    select = _Chooser(profile, xf, posteriors, oa)
-    trace = Trace(pp=[])
-    i, k = posteriors.L, 0
-    trace.append("T", k, i)
-    trace.append("C", k, i)
-    previous = "C"
-    while previous != "S":
-        if previous == "M":
-            state = select.m(i, k)
-            k, i = k - 1, i - 1
-        elif previous == "D":
-            state = select.d(i, k)
-            k -= 1
-        elif previous == "I":
-            state = select.i(i, k)
-            i -= 1
-        elif previous == "N":
-            state = "S" if i == 0 else "N"
-        elif previous in "CJ":
-            state = select.c_or_j(previous, i)
-        elif previous == "E":
-            state, k = select.e(i)
-        else:  # B
-            state = select.b(i)
-        trace.append(state, k, i, select.posterior(state, previous, k, i))
-        if state in LOOPING and state == previous:
-            i -= 1
-        previous = state
-    trace.reverse()
-    return trace
+    return traced_back(_Chooser(profile, xf, posteriors, oa), posteriors.L, with_posteriors=True)

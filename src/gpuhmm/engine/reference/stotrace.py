@@ -18,7 +18,7 @@ import numpy as np
 
 from .fwdback import SCALE, B, C, E, J, N
 from .oprofile import BM, DD, DM, F32, II, IM, MD, MI, MM
-from .trace import LOOPING, Trace
+from .trace import traced_back
 
 _MASK32 = 0xFFFFFFFF
 
@@ -145,33 +145,4 @@ class _Sampler:
 def stochastic_trace(rng, profile, xf, fwd):
     """`p7_StochasticTrace`: one path sampled from the full Forward matrix `fwd` of a region
     (multihit `xf`), as a `Trace` in the region's coordinates."""
-    select = _Sampler(rng, profile, xf, fwd)
-    trace = Trace()
-    i, k = fwd.L, 0
-    trace.append("T", k, i)
-    trace.append("C", k, i)
-    previous = "C"
-    while previous != "S":
-        if previous == "M":
-            state = select.m(i, k)
-            k, i = k - 1, i - 1
-        elif previous == "D":
-            state = select.d(i, k)
-            k -= 1
-        elif previous == "I":
-            state = select.i(i, k)
-            i -= 1
-        elif previous == "N":
-            state = "S" if i == 0 else "N"
-        elif previous in "CJ":
-            state = select.c_or_j(previous, i)
-        elif previous == "E":
-            state, k = select.e(i)
-        else:  # B
-            state = select.b(i)
-        trace.append(state, k, i)
-        if state in LOOPING and state == previous:
-            i -= 1
-        previous = state
-    trace.reverse()
-    return trace
+    return traced_back(_Sampler(rng, profile, xf, fwd), fwd.L)

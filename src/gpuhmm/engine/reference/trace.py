@@ -70,3 +70,38 @@ class Trace:
             elif state == "E":
                 found.append(TraceDomain(start, z, first[0], last[0], first[1], last[1]))
         return found
+
+
+def traced_back(select, L, with_posteriors=False):
+    """The traceback both `p7_StochasticTrace` and `p7_OATrace` run, from T at residue `L` back to
+    S, reversed: `select` picks each step's state (its `m`, `d`, `i`, `c_or_j`, `e` and `b`), and
+    gives the step's posterior (`posterior`) for a trace that keeps them."""
+    trace = Trace(pp=[] if with_posteriors else None)
+    i, k = L, 0
+    trace.append("T", k, i)
+    trace.append("C", k, i)
+    previous = "C"
+    while previous != "S":
+        if previous == "M":
+            state = select.m(i, k)
+            k, i = k - 1, i - 1
+        elif previous == "D":
+            state = select.d(i, k)
+            k -= 1
+        elif previous == "I":
+            state = select.i(i, k)
+            i -= 1
+        elif previous == "N":
+            state = "S" if i == 0 else "N"
+        elif previous in "CJ":
+            state = select.c_or_j(previous, i)
+        elif previous == "E":
+            state, k = select.e(i)
+        else:  # B
+            state = select.b(i)
+        trace.append(state, k, i, select.posterior(state, previous, k, i) if with_posteriors else 0.0)
+        if state in LOOPING and state == previous:
+            i -= 1
+        previous = state
+    trace.reverse()
+    return trace
