@@ -271,23 +271,27 @@ def plot(result, path):
     plt.close(figure)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser, name, full, quick):
+    """The arguments endtoend.py and realdata.py share: the models and the proteome, the size of
+    the run (`full` and `quick` presets), threads, gpuhmm's backend and where results go."""
     parser.add_argument(
         "--models",
         type=Path,
         default=DEFAULT_MODELS,
         help="HMM file (gzip or xz allowed) [benchmarks/data/pfam-subset-2766.h3m.gz]",
     )
-    parser.add_argument("--first", type=int, help="use the first N models, 0 for all [all; quick: 200]")
+    parser.add_argument("--first", type=int, help=f"use the first N models, 0 for all [all; quick: {quick['first']}]")
     parser.add_argument(
         "--proteome",
         type=Path,
         default=DEFAULT_PROTEOME,
         help="real proteins for the database [benchmarks/data/proteome-HG003687.faa]",
     )
-    parser.add_argument("--residues", type=float, help="database residues, at least [1e8; quick: 2e6]")
-    parser.add_argument("--seed", type=int, default=20261121, help="database and subsample seed [20261121]")
+    parser.add_argument(
+        "--residues",
+        type=float,
+        help=f"database residues, at least [{full['residues']:.0e}; quick: {quick['residues']:.0e}]",
+    )
     parser.add_argument(
         "--threads", type=int, default=default_threads(), help="threads for every tool [all in the affinity mask]"
     )
@@ -295,8 +299,21 @@ def main(argv=None):
         "--backend",
         choices=("gpu", "cpu", "auto"),
         default="gpu",
-        help="gpuhmm's --backend [gpu]; cpu for a smoke test without a GPU",
+        help="gpuhmm's --backend [gpu]; cpu for a test without a GPU",
     )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a small run: {quick['first']} models x {quick['residues']:.0e} residues"
+    )
+    parser.add_argument(
+        "--out", type=Path, help=f"result JSON [benchmarks/results/{name}-<gpu>.json]; the PNG goes next to it"
+    )
+    parser.add_argument("--keep", type=Path, help="keep the scratch files (database, tables, logs) here")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, "endtoend", FULL, QUICK)
+    parser.add_argument("--seed", type=int, default=20261121, help="database and subsample seed [20261121]")
     parser.add_argument(
         "--hmmsearch-fraction",
         type=float,
@@ -313,11 +330,6 @@ def main(argv=None):
         help="gpuhmm runs on the whole database; the median is wall_s, all are kept [3]",
     )
     parser.add_argument("--skip-peer", action="store_true", help="do not run pyhmmer (no comparison)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 200 models x 2M residues")
-    parser.add_argument(
-        "--out", type=Path, help="result JSON [benchmarks/results/endtoend-<gpu>.json]; the PNG goes next to it"
-    )
-    parser.add_argument("--keep", type=Path, help="keep the scratch files (database, tables, logs) here")
     args = parser.parse_args(argv)
 
     preset = QUICK if args.quick else FULL

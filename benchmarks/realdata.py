@@ -84,7 +84,7 @@ from cpu_vs_pyhmmer import TABLES, compare_tables, cpu_model
 from endtoend import (
     DATA,
     GpuUtilization,
-    default_threads,
+    add_run_arguments,
     gpu_name,
     gpu_tag,
     gpuhmm_search,
@@ -228,20 +228,7 @@ def summary_field(summary, name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--models",
-        type=Path,
-        default=DEFAULT_MODELS,
-        help="HMM file (gzip or xz allowed) [benchmarks/data/pfam-subset-2766.h3m.gz]",
-    )
-    parser.add_argument("--first", type=int, help="use the first N models, 0 for all [all; quick: 100]")
-    parser.add_argument(
-        "--proteome",
-        type=Path,
-        default=DEFAULT_PROTEOME,
-        help="real proteins the database is made of [benchmarks/data/proteome-HG003687.faa]",
-    )
-    parser.add_argument("--residues", type=float, help="database residues, at least [5e7; quick: 1e6]")
+    add_run_arguments(parser, "realdata", FULL, QUICK)
     parser.add_argument(
         "--mutation-rate",
         type=float,
@@ -250,26 +237,9 @@ def main(argv=None):
     )
     parser.add_argument("--seed", type=int, default=20261121, help="mutation and warm-up sample seed [20261121]")
     parser.add_argument(
-        "--threads",
-        type=int,
-        default=default_threads(),
-        help="threads for gpuhmm and pyhmmer [all in the affinity mask]",
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("gpu", "cpu", "auto"),
-        default="gpu",
-        help="gpuhmm's --backend [gpu]; cpu to test without a GPU",
-    )
-    parser.add_argument(
         "--warmup-fraction", type=float, default=0.01, help="share of the sequences the warm-up searches [0.01]"
     )
     parser.add_argument("--repeats", type=int, default=1, help="gpuhmm runs; the median is wall_s [1]")
-    parser.add_argument("--quick", action="store_true", help="a small run: 100 models x ~1M residues")
-    parser.add_argument(
-        "--out", type=Path, help="result JSON [benchmarks/results/realdata-<gpu>.json]; the PNG goes next to it"
-    )
-    parser.add_argument("--keep", type=Path, help="keep the scratch files (database, tables, logs) here")
     args = parser.parse_args(argv)
     if not MIN_MUTATION_RATE <= args.mutation_rate <= 1:
         parser.error(f"--mutation-rate must be in [{MIN_MUTATION_RATE}, 1]")
