@@ -31,6 +31,7 @@ Timing belongs here, never in tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -47,6 +48,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import pyhmmer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -271,6 +273,76 @@ def plot(result, path):
     plt.close(figure)
 
 
+class Steps:
+    """A benchmark's JSON record `result`, written to `out` after every step; a step that fails is
+    recorded under "errors" and the run goes on with what does not depend on it."""
+
+    def __init__(self, result, out, log):
+        self.result, self.out, self.log = result, out, log
+
+    def save(self):
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.out.with_name(self.out.name + ".tmp")
+        temporary.write_text(json.dumps(self.result, indent=2) + "\n")
+        temporary.replace(self.out)
+
+    def __call__(self, label, function):
+        self.log(f"{label} ...")
+        started = time.perf_counter()
+        try:
+            value = function()
+        except Exception as error:  # noqa: BLE001 (record it, go on with what does not depend on it)
+            self.result["errors"][label] = f"{type(error).__name__}: {error}"
+            self.log(f"{label} FAILED after {time.perf_counter() - started:.1f} s: {error}")
+            traceback.print_exc()
+            value = None
+        self.save()
+        return value
+
+
+def timed_gpuhmm(base, directory, models_path, db_path, env):
+    """One `gpuhmm search` (`base` its start) from files to the three tables and a summary in
+    `directory`: (command, wall seconds, summary, GPU utilization)."""
+    summary_path = directory / "summary.json"
+    command = [*base, *table_flags(table_paths(directory)), "--summary", str(summary_path), str(models_path),
+               str(db_path)]  # fmt: skip
+    with GpuUtilization() as utilization:
+        wall = run_timed(command, directory.with_suffix(".log"), env)
+    return command, wall, read_summary(summary_path) or {}, utilization.summary()
+
+
+def timed_peer(models_path, db_path, threads, directory, log):
+    """`pyhmmer.hmmsearch(cpus=threads)` with the models and sequences read beforehand (timed
+    apart), then its three tables written into `directory` (untimed): the timings."""
+    started = time.perf_counter()
+    with pyhmmer.plan7.HMMFile(models_path) as handle:
+        hmms = list(handle)
+    read_models = time.perf_counter() - started
+    started = time.perf_counter()
+    with pyhmmer.easel.SequenceFile(str(db_path), digital=True, alphabet=hmms[0].alphabet) as handle:
+        block = handle.read_block()
+    read_sequences = time.perf_counter() - started
+    log(f"peer read: models {read_models:.1f} s, sequences {read_sequences:.1f} s; searching ...")
+    started = time.perf_counter()
+    hits = list(pyhmmer.hmmsearch(hmms, block, cpus=threads))
+    wall = time.perf_counter() - started
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        handles = {flag: stack.enter_context(open(path, "wb")) for flag, path in table_paths(directory).items()}
+        for index, model_hits in enumerate(hits):
+            for flag, fmt in TABLES.items():
+                model_hits.write(handles[flag], format=fmt, header=(index == 0))
+    return {
+        "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}",
+        "threads": threads,
+        "wall_s": round(wall, 3),
+        "read_models_s": round(read_models, 3),
+        "read_sequences_s": round(read_sequences, 3),
+        "read_s": round(read_models + read_sequences, 3),
+        "write_tables_s": round(time.perf_counter() - started, 3),
+    }
+
+
 def add_run_arguments(parser, name, full, quick):
     """The arguments endtoend.py and realdata.py share: the models and the proteome, the size of
     the run (`full` and `quick` presets), threads, gpuhmm's backend and where results go."""
@@ -346,8 +418,6 @@ def main(argv=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
 
-    import pyhmmer
-
     try:
         from gpuhmm import __version__ as gpuhmm_version
     except ImportError:
@@ -394,24 +464,8 @@ def main(argv=None):
         "errors": {},
     }
 
-    def save():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        temporary = out.with_name(out.name + ".tmp")
-        temporary.write_text(json.dumps(result, indent=2) + "\n")
-        temporary.replace(out)
-
-    def step(label, function):
-        log(f"{label} ...")
-        started = time.perf_counter()
-        try:
-            value = function()
-        except Exception as error:  # record it, keep going with what does not depend on it
-            result["errors"][label] = f"{type(error).__name__}: {error}"
-            log(f"{label} FAILED after {time.perf_counter() - started:.1f} s: {error}")
-            traceback.print_exc()
-            value = None
-        save()
-        return value
+    step = Steps(result, out, log)
+    save = step.save
 
     state = {}
     gpuhmm_base = gpuhmm_search(args.backend, threads)
@@ -517,24 +571,15 @@ def main(argv=None):
         step("warmup", warmup)
 
         # 4. gpuhmm end to end on the whole database
-        def gpuhmm_run(directory):
-            paths = table_paths(directory)
-            summary_path = directory / "summary.json"
-            command = [
-                *gpuhmm_base,
-                *table_flags(paths),
-                "--summary",
-                str(summary_path),
-                str(state["models_path"]),
-                str(state["db_path"]),
-            ]
-            with GpuUtilization() as utilization:
-                wall = run_timed(command, directory.with_suffix(".log"), env)
-            return command, wall, read_summary(summary_path) or {}, utilization.summary()
-
         def gpuhmm_full():
             runs = [
-                gpuhmm_run(work / ("gpuhmm" if repeat == 0 else f"gpuhmm-{repeat + 1}"))
+                timed_gpuhmm(
+                    gpuhmm_base,
+                    work / ("gpuhmm" if repeat == 0 else f"gpuhmm-{repeat + 1}"),
+                    state["models_path"],
+                    state["db_path"],
+                    env,
+                )
                 for repeat in range(args.repeats)
             ]
             # The median run is reported: identical searches vary by seconds on one host.
@@ -607,42 +652,13 @@ def main(argv=None):
 
         # 5. the peer: pyhmmer.hmmsearch in this process, data preloaded
         def peer():
-            alphabet = hmms[0].alphabet
-            started = time.perf_counter()
-            with pyhmmer.plan7.HMMFile(state["models_path"]) as handle:
-                peer_hmms = list(handle)
-            read_models = time.perf_counter() - started
-            started = time.perf_counter()
-            with pyhmmer.easel.SequenceFile(str(state["db_path"]), digital=True, alphabet=alphabet) as handle:
-                block = handle.read_block()
-            read_sequences = time.perf_counter() - started
-            log(f"peer read: models {read_models:.1f} s, sequences {read_sequences:.1f} s; searching ...")
-            started = time.perf_counter()
-            hits = list(pyhmmer.hmmsearch(peer_hmms, block, cpus=threads))
-            wall = time.perf_counter() - started
             paths = table_paths(work / "peer")
-            started = time.perf_counter()
-            handles = {flag: open(path, "wb") for flag, path in paths.items()}
-            try:
-                for index, model_hits in enumerate(hits):
-                    for flag, fmt in TABLES.items():
-                        model_hits.write(handles[flag], format=fmt, header=(index == 0))
-            finally:
-                for handle in handles.values():
-                    handle.close()
-            written = time.perf_counter() - started
+            result["peer"] = timed_peer(state["models_path"], state["db_path"], threads, work / "peer", log)
+            wall, written = result["peer"]["wall_s"], result["peer"]["write_tables_s"]
+            read_models, read_sequences = result["peer"]["read_models_s"], result["peer"]["read_sequences_s"]
             cells = result["cells"]
-            result["peer_wall_s"] = round(wall, 3)
-            result["peer"] = {
-                "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}",
-                "threads": threads,
-                "wall_s": round(wall, 3),
-                "gcups": round(cells / wall / 1e9, 2),
-                "read_models_s": round(read_models, 3),
-                "read_sequences_s": round(read_sequences, 3),
-                "read_s": round(read_models + read_sequences, 3),
-                "write_tables_s": round(written, 3),
-            }
+            result["peer"]["gcups"] = round(cells / wall / 1e9, 2)
+            result["peer_wall_s"] = wall
             if result.get("wall_s"):
                 result["speedup_vs_pyhmmer"] = round(wall / result["wall_s"], 3)
                 result["speedup_vs_pyhmmer_with_reading"] = round(

@@ -57,11 +57,9 @@ and next to it a PNG of gpuhmm's stages (endtoend.plot). Timing belongs here, ne
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import hashlib
 import itertools
-import json
 import math
 import os
 import platform
@@ -72,18 +70,18 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
+import pyhmmer
 
 # the helpers this benchmark shares with the others, next to this file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchdb import background_residues, read_digital, write_fasta
-from cpu_vs_pyhmmer import TABLES, compare_tables, cpu_model
+from cpu_vs_pyhmmer import compare_tables, cpu_model
 from endtoend import (
     DATA,
-    GpuUtilization,
+    Steps,
     add_run_arguments,
     gpu_name,
     gpu_tag,
@@ -91,11 +89,12 @@ from endtoend import (
     host_tag,
     open_models,
     plot,
-    read_summary,
     run_timed,
     stage_seconds,
     table_flags,
     table_paths,
+    timed_gpuhmm,
+    timed_peer,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -134,8 +133,6 @@ def sequence_digests(residues, offsets):
 def mutated_database(proteome_path, target_residues, rate, seed):
     """(residues uint8, offsets int64, headers, info): the proteome's distinct sequences, then
     mutated copies of them until at least `target_residues` residues (see the module's step 2)."""
-    import pyhmmer
-
     alphabet = pyhmmer.easel.Alphabet.amino()
     stop_code = alphabet.symbols.index("*")
     sequences = read_digital(proteome_path, alphabet)
@@ -259,8 +256,6 @@ def main(argv=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
 
-    import pyhmmer
-
     try:
         from gpuhmm import __version__ as gpuhmm_version
     except ImportError:
@@ -303,24 +298,8 @@ def main(argv=None):
         "errors": {},
     }
 
-    def save():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        temporary = out.with_name(out.name + ".tmp")
-        temporary.write_text(json.dumps(result, indent=2) + "\n")
-        temporary.replace(out)
-
-    def step(label, function):
-        log(f"{label} ...")
-        started = time.perf_counter()
-        try:
-            value = function()
-        except Exception as error:  # noqa: BLE001 (record it, go on with what does not depend on it)
-            result["errors"][label] = f"{type(error).__name__}: {error}"
-            log(f"{label} FAILED after {time.perf_counter() - started:.1f} s: {error}")
-            traceback.print_exc()
-            value = None
-        save()
-        return value
+    step = Steps(result, out, log)
+    save = step.save
 
     state = {}
     gpuhmm_base = gpuhmm_search(args.backend, threads)
@@ -410,19 +389,7 @@ def main(argv=None):
 
         # 4. gpuhmm end to end on the whole database
         def gpuhmm_run(directory):
-            paths = table_paths(directory)
-            summary_path = directory / "summary.json"
-            command = [
-                *gpuhmm_base,
-                *table_flags(paths),
-                "--summary",
-                str(summary_path),
-                str(state["models_path"]),
-                str(state["db_path"]),
-            ]
-            with GpuUtilization() as utilization:
-                wall = run_timed(command, directory.with_suffix(".log"), env)
-            return directory, command, wall, read_summary(summary_path) or {}, utilization.summary()
+            return directory, *timed_gpuhmm(gpuhmm_base, directory, state["models_path"], state["db_path"], env)
 
         def gpuhmm_full():
             runs = []
@@ -469,37 +436,11 @@ def main(argv=None):
 
         # 5. the peer: pyhmmer.hmmsearch in this process, models and sequences read beforehand
         def peer():
-            started = time.perf_counter()
-            with pyhmmer.plan7.HMMFile(state["models_path"]) as handle:
-                hmms = list(handle)
-            read_models = time.perf_counter() - started
-            started = time.perf_counter()
-            with pyhmmer.easel.SequenceFile(str(state["db_path"]), digital=True, alphabet=hmms[0].alphabet) as handle:
-                block = handle.read_block()
-            read_sequences = time.perf_counter() - started
-            log(f"peer read: models {read_models:.1f} s, sequences {read_sequences:.1f} s; searching ...")
-            started = time.perf_counter()
-            hits = list(pyhmmer.hmmsearch(hmms, block, cpus=threads))
-            wall = time.perf_counter() - started
             paths = table_paths(work / "peer")
-            started = time.perf_counter()
-            with contextlib.ExitStack() as stack:
-                handles = {flag: stack.enter_context(open(path, "wb")) for flag, path in paths.items()}
-                for index, model_hits in enumerate(hits):
-                    for flag, fmt in TABLES.items():
-                        model_hits.write(handles[flag], format=fmt, header=(index == 0))
-            written = time.perf_counter() - started
-            result["peer_wall_s"] = round(wall, 3)
-            result["peer"] = {
-                "name": f"pyhmmer.hmmsearch {pyhmmer.__version__}",
-                "threads": threads,
-                "wall_s": round(wall, 3),
-                "gcups": round(result["cells"] / wall / 1e9, 2),
-                "read_models_s": round(read_models, 3),
-                "read_sequences_s": round(read_sequences, 3),
-                "read_s": round(read_models + read_sequences, 3),
-                "write_tables_s": round(written, 3),
-            }
+            result["peer"] = timed_peer(state["models_path"], state["db_path"], threads, work / "peer", log)
+            wall, written = result["peer"]["wall_s"], result["peer"]["write_tables_s"]
+            result["peer"]["gcups"] = round(result["cells"] / wall / 1e9, 2)
+            result["peer_wall_s"] = wall
             log(f"peer: {wall:.1f} s, tables written in {written:.1f} s")
             if result.get("wall_s"):
                 result["speedup_vs_pyhmmer"] = round(wall / result["wall_s"], 3)
