@@ -166,66 +166,39 @@ def test_a_protein_file_that_looks_like_dna_is_searched_as_protein(tmp_path):
     _assert_same_tables(again, theirs)
 
 
+#: The CLI as a user runs it, in a fresh interpreter.
+GPUHMM = [sys.executable, "-m", "gpuhmm"]
+ENVIRONMENT = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def _search_reading(stdin_path, *arguments):
+    """`gpuhmm search ARGUMENTS` with standard input read from `stdin_path`."""
+    with open(stdin_path, "rb") as stdin:
+        return subprocess.run(
+            [*GPUHMM, "search", *map(str, arguments)], stdin=stdin, capture_output=True, env=ENVIRONMENT
+        )
+
+
 @pytest.mark.parametrize("how", ["dash", "dev-stdin", "pipe", "gzip-pipe", "process-substitution"])
 def test_sequences_from_standard_input_and_pipes(tmp_path, how):
     ours = _ours(tmp_path)
-    command = [
-        sys.executable,
-        "-m",
-        "gpuhmm",
-        "search",
-        "--cpu",
-        "1",
-        "-o",
-        str(ours / "report.txt"),
-        *map(str, _with_tables(ours)),
-        str(MODELS),
-    ]
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    arguments = ["--cpu", "1", "-o", ours / "report.txt", *_with_tables(ours), MODELS]
     if how in ("dash", "dev-stdin"):
-        with open(PROTEINS, "rb") as stdin:
-            subprocess.run(
-                [*command, "-" if how == "dash" else "/dev/stdin"],
-                stdin=stdin,
-                check=True,
-                capture_output=True,
-                env=environment,
-            )
+        process = _search_reading(PROTEINS, *arguments, "-" if how == "dash" else "/dev/stdin")
     else:
-        source = {
-            "pipe": f"cat {PROTEINS}",
-            "gzip-pipe": f"gzip -c {PROTEINS}",
-            "process-substitution": f"cat {PROTEINS}",
-        }[how]
-        line = " ".join(f"'{word}'" for word in command)
+        source = {"pipe": "cat", "gzip-pipe": "gzip -c", "process-substitution": "cat"}[how] + f" {PROTEINS}"
+        line = " ".join(f"'{word}'" for word in [*GPUHMM, "search", *map(str, arguments)])
         line = f"{line} <({source})" if how == "process-substitution" else f"{source} | {line} -"
-        subprocess.run(["bash", "-c", line], check=True, capture_output=True, env=environment)
+        process = subprocess.run(["bash", "-c", line], capture_output=True, env=ENVIRONMENT)
+    assert process.returncode == 0, process.stderr
     theirs = _reference("hmmsearch", tmp_path, "-o", "report.txt", *_with_tables(Path(".")), MODELS, PROTEINS)
     _assert_same_tables(ours, theirs)
 
 
 def test_models_from_standard_input(tmp_path):
     ours = _ours(tmp_path)
-    with open(TINY, "rb") as stdin:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gpuhmm",
-                "search",
-                "--cpu",
-                "1",
-                "-o",
-                str(ours / "report.txt"),
-                *map(str, _with_tables(ours)),
-                "-",
-                str(PROTEINS),
-            ],
-            stdin=stdin,
-            check=True,
-            capture_output=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )
+    process = _search_reading(TINY, "--cpu", "1", "-o", ours / "report.txt", *_with_tables(ours), "-", PROTEINS)
+    assert process.returncode == 0, process.stderr
     theirs = _reference("hmmsearch", tmp_path, "-o", "report.txt", *_with_tables(Path(".")), TINY, PROTEINS)
     _assert_same_tables(ours, theirs)
 
@@ -233,16 +206,9 @@ def test_models_from_standard_input(tmp_path):
 def test_an_unreadable_stream_is_named_in_the_error(tmp_path):
     empty = tmp_path / "empty.faa"
     empty.write_text("")
-    with open(empty, "rb") as stdin:
-        process = subprocess.run(
-            [sys.executable, "-m", "gpuhmm", "search", "-o", str(tmp_path / "r.txt"), str(TINY), "-"],
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )
+    process = _search_reading(empty, "-o", tmp_path / "r.txt", TINY, "-")
     assert process.returncode == 1
-    assert process.stderr.strip() == "gpuhmm search: error: -: sequence file is empty"
+    assert process.stderr.decode().strip() == "gpuhmm search: error: -: sequence file is empty"
 
 
 def test_phmmer_skips_an_empty_query_as_phmmer_does(tmp_path):

@@ -135,22 +135,18 @@ def test_report_has_table_and_plot(tmp_path):
 
 
 def test_slurm_profile_dry_runs(tmp_path):
-    """The SLURM profile plans every job and asks a GPU for each search (conda left out here)."""
+    """The SLURM profile plans every job, without conda, and asks a GPU for each search, whose
+    --cpu is its cpus_per_task."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
     config = _config(tmp_path)
     plan = _snakemake(
-        tmp_path,
-        "--workflow-profile",
-        str(ROOT / "profiles" / "slurm"),
-        "--configfile",
-        str(config),
-        "--sdm",
-        "env-modules",
-        "-n",
+        tmp_path, "--workflow-profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(config), "-n", "-p"
     ).stdout
     searches = [line for line in plan.splitlines() if "engine=--backend" in line]
     assert len(searches) == 2
     assert all("gpu=1" in line and "gpu_model=h100" in line and "cpus_per_task=16" in line for line in searches)
+    commands = [line for line in plan.splitlines() if "gpuhmm search" in line]
+    assert len(commands) == 2 and all(" --cpu 16 " in line for line in commands)
 
 
 #: Stand-ins for SLURM's commands: sbatch records its arguments, runs the job script here and

@@ -87,6 +87,8 @@ def _search(args, command):
         raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
     from .output.files import check_outputs
 
+    # Before the cluster starts, so that a bad path fails at once; the API checks again for
+    # callers of its own (a few stat calls).
     check_outputs(outputs.named())
     # `--cpu 0` is hmmsearch's serial mode: one worker thread.
     cpus = max(1, args.cpu) if args.cpu is not None else available_cpus()
