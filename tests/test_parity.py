@@ -29,7 +29,7 @@ RUNS = golden_runs()
 SHARDINGS = [(1, 1), (3, 2), (5, 7)]
 
 
-def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2):
+def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2, extra=()):
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
     status = main(
         [
@@ -44,6 +44,7 @@ def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2)
             str(model_shards),
             *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
             *CASES[case],
+            *extra,
             str(DATA / RUNS[run]["hmmfile"]),
             str(DATA / RUNS[run]["seqfile"]),
         ]

@@ -231,7 +231,7 @@ def _search(job, read_models, models_reread=False, queries=None):
             cluster,
         )
         result = engine_search.search(
-            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend
+            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domaindef
         )
         run.executor.close_in_background()
         run.stages.append({"name": "search", "seconds": result.wall_seconds})

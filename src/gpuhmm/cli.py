@@ -72,6 +72,7 @@ def _engine(args, cpus):
         db_shards=args.db_shards,
         model_shards=getattr(args, "model_shards", None),
         shard_memory=args.shard_memory,
+        domaindef=getattr(args, "domaindef", "cpu"),
     )
 
 

@@ -163,6 +163,13 @@ def _add_search_arguments(parser, program="hmmsearch"):
             help="model groups, balanced by length; tasks = model groups × database shards [auto]",
         )
         engine.add_argument(
+            "--domaindef",
+            choices=("cpu", "gpu"),
+            default="cpu",
+            help="where the GPU backend runs domain definition and the stages after the Forward "
+            "filter: pyhmmer on the CPU, or the GPU's exact port [cpu]",
+        )
+        engine.add_argument(
             "--shuffle",
             type=_integer_at_least(10),
             metavar="N",

@@ -204,3 +204,4 @@ class EngineSettings:
     db_shards: int = 1  # shards a FASTA database is split into
     model_shards: int | None = None  # model groups balanced by length; None: guided groups
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
+    domaindef: str = "cpu"  # cpu | gpu: where the GPU backend runs the stages after the Forward filter

@@ -80,7 +80,7 @@ def plan_tasks(models, database, model_groups, slots):
     return tasks
 
 
-def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu"):
+def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="cpu"):
     """Search `models` against every shard of `database` on `executor`.
 
     `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
@@ -91,7 +91,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     arguments = options.pipeline_arguments()
     per_model = [[None] * len(database.shards) for _ in models]
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
-    shared = SharedContext.of(models, database, arguments, backend)
+    shared = SharedContext.of(models, database, arguments, backend, domaindef)
     for outcome in executor.run(
         run_task, tasks, cells=[task.cells for task in tasks], shards=[task.shard for task in tasks], shared=shared
     ):

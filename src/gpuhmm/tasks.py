@@ -57,9 +57,10 @@ class SharedContext:
     database: object
     arguments: dict
     backend: str
+    domaindef: str = "cpu"  # where the GPU backend runs the stages after the Forward filter
 
     @classmethod
-    def of(cls, models, database, arguments, backend):
+    def of(cls, models, database, arguments, backend, domaindef="cpu"):
         if isinstance(models, ModelsOnDisk):
-            return cls(models.key, models, database, arguments, backend)
-        return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend)
+            return cls(models.key, models, database, arguments, backend, domaindef)
+        return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend, domaindef)

@@ -290,6 +290,10 @@ class FilterOutcome:
     # Sequences past HMMER's Viterbi filter that the Forward filter stopped: pyhmmer, which sees
     # only the survivors, leaves them out of its count past Viterbi.
     stopped_after_viterbi: np.ndarray
+    # Per survivor: its filter score (the bias filter's, or null1), float32, and whether Viterbi
+    # left it unscored (so that only pyhmmer can say whether it passes Viterbi).
+    survivor_filter_scores: np.ndarray
+    survivor_unscored: np.ndarray
 
 
 def filter_stages(
@@ -364,13 +368,15 @@ def filter_stages(
     results = []
     bounds = np.searchsorted(pair_model, np.arange(len(models) + 1))
     for span in (slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])):  # pairs by model, then sequence
-        sequences = pair_sequence[span]
+        sequences, kept = pair_sequence[span], survivors[span]
         results.append(
             FilterOutcome(
                 passed_msv=sequences,
                 passed_bias=sequences[stage.passed_bias[span]],
-                survivors=sequences[survivors[span]],
-                stopped_after_viterbi=sequences[stage.passed_viterbi[span] & ~survivors[span]],
+                survivors=sequences[kept],
+                stopped_after_viterbi=sequences[stage.passed_viterbi[span] & ~kept],
+                survivor_filter_scores=np.asarray(filter_scores[span][kept], dtype=np.float32),
+                survivor_unscored=stage.unscored[span][kept],
             )
         )
     return results

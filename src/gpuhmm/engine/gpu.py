@@ -22,7 +22,7 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..stages import biasfilter, fwdfilter, msvfilter, vitlayout  # noqa: E402
+from ..stages import biasfilter, domaindef, fwdfilter, msvfilter, vitlayout  # noqa: E402
 from ..stages.msvlayout import model_tables  # noqa: E402
 from . import cudadriver, kernelcache, tuning  # noqa: E402
 from .resident import ResidentCache  # noqa: E402
@@ -33,11 +33,15 @@ STAGES = {"ssv": 0, "msv": 1}
 BIAS_CTA_THREADS = 128
 F1_THREADS = 256
 LAYOUT_THREADS = 128
+TAIL_THREADS = 64
+TAIL_CALLS = 2
 
 
 #: What CuPy's RawModule adds to the options it is given before it calls NVRTC; `_nvrtc` calls
 #: NVRTC through CuPy's compiler directly, so it adds them itself, for identical binaries.
 _CUPY_ADDED_OPTIONS = ("-ftz=true",)
+#: The tail's kernels reproduce HMMER's float arithmetic: no flush-to-zero, no contraction.
+_EXACT_OPTIONS = ("-ftz=false", "-fmad=false")
 
 
 def _nvrtc(code, expression, options):
@@ -92,6 +96,7 @@ class GpuEngine:
         self._kernel_locks = {}
         self._cache_failures = 0
         self._thread = threading.local()
+        self._tail_slots = threading.BoundedSemaphore(TAIL_CALLS)  # each takes up to SCRATCH_BUDGET
 
     @contextlib.contextmanager
     def _stream(self):
@@ -150,33 +155,35 @@ class GpuEngine:
                 if choice is not None:
                     load(choice)
 
-    def _compiled(self, source, expression, shared=0):
+    def _compiled(self, source, expression, shared=0, exact=False):
         """One specialization of a kernel template, loaded once per process (and compiled once
         per machine, `kernelcache`). Threads loading different specializations do not wait for
-        each other."""
+        each other. `exact` kernels are built with `_EXACT_OPTIONS` and only through `_nvrtc`."""
         with self._compile_lock:
             lock = self._kernel_locks.setdefault(expression, threading.Lock())
         with lock:
             if expression not in self._kernels:
-                self._kernels[expression] = self._load(kernelcache.kernel_source(source), expression)
+                self._kernels[expression] = self._load(kernelcache.kernel_source(source), expression, exact)
             function = self._kernels[expression]
             if shared > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared:
                 function.max_dynamic_shared_size_bytes = shared
             return function
 
-    def _load(self, code, expression):
+    def _load(self, code, expression, exact=False):
         options = ("-std=c++17", f"--gpu-architecture=sm_{self.architecture}")
         try:
             return kernelcache.cached_kernel(
                 os.environ["CUPY_CACHE_DIR"],
                 code,
                 expression,
-                options + _CUPY_ADDED_OPTIONS,
+                options + (_EXACT_OPTIONS if exact else _CUPY_ADDED_OPTIONS),
                 (cupy.__version__, cupy.cuda.nvrtc.getVersion()),
                 _nvrtc,
                 _load_binary,
             )
         except Exception as error:  # CuPy's compile below raises a kernel's own errors in full
+            if exact:  # RawModule would add -ftz=true
+                raise
             report = log.debug if self._cache_failures else log.warning
             self._cache_failures += 1
             report(
@@ -284,15 +291,13 @@ class GpuEngine:
         with self._stream():
             call, _ = self._prepare(choice, blocks, self._tables(choice, models), tjb, sequences)
             call()
-            times = []
-            for _ in range(repeats):
-                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(repeats)]
+            for start, stop in events:
                 start.record()
                 call()
                 stop.record()
-                stop.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, stop) / 1000.0)
-            return float(np.median(times))
+            events[-1][1].synchronize()
+            return float(np.median([cupy.cuda.get_elapsed_time(a, b) / 1000.0 for a, b in events]))
 
     def f1_sieve(self, groups, shard):
         """SSV over the warp blocks, then the F1 decision beside its output (f1.cu), for `groups`
@@ -352,6 +357,24 @@ class GpuEngine:
             self._side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
+    def tail(self, batch):
+        """The stages after the Forward filter (kernels/tail/tail.cu) for a `domaindef.PairBatch`:
+        its outputs (`domaindef.output_arrays`) on the host, and their device address."""
+        scratch, out = batch.bounds()
+        blocks = -(-domaindef.threads_for(len(batch.pairs), scratch, self.memory_bytes) // TAIL_THREADS)
+        with self._tail_slots, self._stream():
+            blob = cupy.asarray(batch.models.blob)
+            device = {name: cupy.asarray(array) for name, array in batch.inputs().items()}
+            device["models"] = cupy.asarray(batch.models.table(blob.data.ptr))
+            device["scratch"] = cupy.empty(blocks * TAIL_THREADS * scratch, dtype=np.uint8)
+            outputs = domaindef.output_arrays(len(batch.pairs), out)
+            device.update((name, cupy.zeros_like(array)) for name, array in outputs.items())
+            struct = batch.struct(lambda name: device[name].data.ptr, len(batch.pairs), scratch, out)
+            kernel = self._compiled("tail/tail.cu", "gpuhmm::tail_pairs", exact=True)
+            pointer = cupy.asarray(np.frombuffer(bytes(struct), dtype=np.uint8))
+            kernel((blocks,), (TAIL_THREADS,), (pointer,))
+            return {name: cupy.asnumpy(device[name]) for name in outputs}, device["out"].data.ptr
+
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
         return self._kept_resident(array, "copy", lambda: cupy.asarray(array))
@@ -369,14 +392,10 @@ class GpuEngine:
         )
 
     def viterbi(self, launches, timing=None):
-        """Viterbi-filter launches, run side by side on their own streams so that one launch's
-        last long sequences overlap the others' work.
-
-        Each launch is (choice, profiles, sequences, batch): a vitlayout.PairBatch over
-        `profiles`, all of `choice`'s specialization, and `sequences` = (residues, starts,
-        lengths, moves), kept resident. Returns (xC int32, status uint8) per launch, in each
-        batch's pair order; with `timing` (a list), appends the seconds the kernels took.
-        """
+        """Viterbi-filter launches, side by side (`_side_by_side`). Each is (choice, profiles,
+        sequences, batch): a vitlayout.PairBatch over `profiles` of `choice`'s specialization, and
+        `sequences` = (residues, starts, lengths, moves), kept resident. Returns (xC int32, status
+        uint8) per launch in each batch's pair order; `timing` as `_side_by_side`'s."""
         host = [
             (choice, sequences, batch, *vitlayout.launch_parameters(profiles, choice.arithmetic, choice.striping))
             for choice, profiles, sequences, batch in launches
@@ -475,11 +494,9 @@ class GpuEngine:
         )
 
     def _side_by_side(self, launches, timing):
-        """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes),
-        each on a stream of its own (this thread's, made once), so one launch's last long
-        sequences overlap the others' work; with `timing` (a list), appends the seconds from the
-        first start to the last finish on the device (other threads' kernels running meanwhile
-        included)."""
+        """Chunked pair-list launches (kernel, chunks, warps per CTA, arguments, shared bytes), each
+        on a stream of its own, so one launch's last long sequences overlap the others' work; with
+        `timing` (a list), appends the device seconds from the first start to the last finish."""
         streams = self._thread.__dict__.setdefault("side_streams", [])
         while len(streams) < len(launches):
             streams.append(cupy.cuda.Stream(non_blocking=True))

@@ -52,17 +52,21 @@ KERNELS = Path(__file__).parent / "kernels"
 
 @functools.cache
 def kernel_source(name):
-    """A kernel file with its headers inlined (each once), so the disk cache key covers them."""
+    """A kernel file (a path under `kernels/`) with its headers inlined, each once, so the disk
+    cache key covers them; a header is found beside the file that includes it."""
     seen = set()
 
-    def inline(match):
-        header = match.group(1)
-        if header in seen:
-            return ""
-        seen.add(header)
-        return _INCLUDE.sub(inline, (KERNELS / header).read_text().replace("#pragma once", ""))
+    def inlined(path):
+        def inline(match):
+            header = path.parent / match.group(1)
+            if header in seen:
+                return ""
+            seen.add(header)
+            return inlined(header).replace("#pragma once", "")
 
-    return _INCLUDE.sub(inline, (KERNELS / name).read_text())
+        return _INCLUDE.sub(inline, path.read_text())
+
+    return inlined(KERNELS / name)
 
 
 _INCLUDE = re.compile(r'^#include "([a-z0-9_]+\.cuh)"$', re.MULTILINE)

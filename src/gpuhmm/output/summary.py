@@ -99,8 +99,11 @@ def merged_runs(runs, contents, merged, command, models_file, started):
 def gpu_stage_summary(stage_seconds):
     """Seconds per GPU-backend stage, summed over tasks, and the Viterbi and Forward kernels' TCUPS."""
     summary = {
-        f"{name}_s": round(float(value), 4) for name, value in stage_seconds.items() if not name.endswith("_cells")
+        f"{name}_s": round(float(value), 4)
+        for name, value in stage_seconds.items()
+        if not name.endswith("_cells") and not name.startswith("pairs_")
     }
+    summary.update((name, int(value)) for name, value in stage_seconds.items() if name.startswith("pairs_"))
     for stage in ("viterbi", "forward"):
         cells = int(stage_seconds.get(f"{stage}_cells", 0))
         kernel = float(stage_seconds.get(f"{stage}_kernel", 0.0))

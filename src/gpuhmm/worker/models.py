@@ -11,6 +11,7 @@ import threading
 import pyhmmer.plan7
 
 from ..db.models import shortest_first
+from ..engine.reference.oprofile import StripedProfile
 from ..stages import fwdfilter, msvfilter, vitfilter
 
 log = logging.getLogger("gpuhmm")
@@ -28,6 +29,7 @@ class FilterModel:
     msv: msvfilter.MsvModel
     viterbi: vitfilter.ViterbiProfile
     forward: fwdfilter.ForwardProfile
+    striped: StripedProfile  # what the stages after the Forward filter read
 
 
 class ConfiguredModels:
@@ -63,8 +65,9 @@ class ConfiguredModels:
             msv_models = msvfilter.msv_models(hmms, [optimized for optimized, _ in written])
             profiles = vitfilter.viterbi_profiles(hmms, background, written)
             forward = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)]
+            striped = [StripedProfile.from_configured(*configured) for configured in written]
             with self._changed:
-                for index, *parts in zip(missing, msv_models, profiles, forward):
+                for index, *parts in zip(missing, msv_models, profiles, forward, striped):
                     known.setdefault(positions[index], FilterModel(*parts))
                 self._changed.notify_all()
         return [known[position] for position in positions]

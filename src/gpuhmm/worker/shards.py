@@ -20,6 +20,10 @@ log = logging.getLogger("gpuhmm")
 PYHMMER_SEQUENCE_BYTES = 256
 
 
+#: FilterOutcome fields that run beside `survivors`, one entry per survivor.
+PER_SURVIVOR = ("survivor_filter_scores", "survivor_unscored")
+
+
 class ResidentShard:
     """A shard as a worker keeps it: in database-file order, as hmmsearch reads targets.
 
@@ -95,14 +99,24 @@ class ResidentShard:
             timings,
             sieve_slots,
         )
-        in_file_order = [
-            {
-                field.name: np.sort(self._block_position[getattr(result, field.name)])
-                for field in dataclasses.fields(result)
-            }
-            for result in results
-        ]
-        return [FilterOutcome(**fields) for fields in in_file_order]
+        in_file_order = []
+        for result in results:
+            fields = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
+            order = np.argsort(self._block_position[result.survivors], kind="stable")
+            for name in PER_SURVIVOR:
+                fields[name] = fields[name][order]
+            for name in fields.keys() - set(PER_SURVIVOR):
+                fields[name] = np.sort(self._block_position[fields[name]])
+            in_file_order.append(FilterOutcome(**fields))
+        return in_file_order
+
+    def tail_sequences(self, positions):
+        """(residues, offsets) of the sequences at block `positions`, one after another."""
+        shard_index = self._file_order[positions]
+        starts, ends = self._shard.offsets[shard_index], self._shard.offsets[shard_index + 1]
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
+        pieces = [self._shard.residues[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)), offsets
 
 
 class ResidentShards:

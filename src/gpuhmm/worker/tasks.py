@@ -4,7 +4,8 @@ On the CPU backend a task runs HMMER's whole pipeline through pyhmmer. On the GP
 filter stages run on the GPU first (`engine.filters`), and pyhmmer's pipeline re-runs every
 stage on the survivors only; since the GPU stages pass HMMER's set or more (exactly up to
 Viterbi, with a margin at Forward), the hits are the same, and `output.tophits` restates
-their statistics as a search of the whole shard.
+their statistics as a search of the whole shard. With `--domaindef gpu` the GPU finishes the
+survivors it can vouch for (`worker.tail`) and pyhmmer the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyhmmer.plan7
 from ..errors import GpuhmmError
 from ..output import tophits
 from ..tasks import TaskResult
+from . import tail
 from .state import STATE, worker_name
 
 log = logging.getLogger("gpuhmm")
@@ -36,6 +38,12 @@ def run_task(task, shared):
     if backend == "gpu" and arguments["F1"] < 1.0:
         prepared = STATE.models.filter_models(shared.search_key, task.positions, models)
         filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
+    finished = None
+    if filtered is not None and shared.domaindef == "gpu":
+        started_tail, started_cpu = time.perf_counter(), time.thread_time()
+        finished = tail.finish(STATE.engine(), shard, models, prepared, filtered, pipeline, arguments["seed"])
+        _add(stage_seconds, "tail", time.perf_counter() - started_tail)
+        _add(stage_seconds, "tail_host_cpu", time.thread_time() - started_cpu)
     hits, counts = [], {}
     for index, model in enumerate(models):
         if filtered is None:
@@ -43,16 +51,22 @@ def run_task(task, shared):
         else:
             outcome = filtered[index]
             started_tail, started_cpu = time.perf_counter(), time.thread_time()
+            if finished is None:
+                survivors, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
+            else:
+                survivors, on_gpu, passed = finished[index]
+            _add(stage_seconds, "pairs_finished_on_gpu", on_gpu)
+            _add(stage_seconds, "pairs_to_pyhmmer", len(outcome.survivors) - on_gpu)
             found = tophits.counting_whole_shard(
-                pipeline.search_hmm(model, shard.subset(outcome.survivors)),
+                survivors,
                 shard.sequences,
                 shard.residues,
                 known={"n_past_msv": len(outcome.passed_msv), "n_past_bias": len(outcome.passed_bias)},
-                uncounted={"n_past_vit": len(outcome.stopped_after_viterbi)},
+                uncounted={"n_past_vit": len(outcome.stopped_after_viterbi) + on_gpu, "n_past_fwd": passed},
             )
-            stage_seconds["cpu_tail"] = stage_seconds.get("cpu_tail", 0.0) + time.perf_counter() - started_tail
+            _add(stage_seconds, "cpu_tail", time.perf_counter() - started_tail)
             # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
-            stage_seconds["cpu_tail_cpu"] = stage_seconds.get("cpu_tail_cpu", 0.0) + time.thread_time() - started_cpu
+            _add(stage_seconds, "cpu_tail_cpu", time.thread_time() - started_cpu)
         kept, model_counts = tophits.as_hmmsearch_keeps(found, shard.file_position)
         pipeline.clear()
         hits.append(kept)
@@ -69,6 +83,10 @@ def run_task(task, shared):
         worker_name(),
         (started_at, time.time()),
     )
+
+
+def _add(totals, name, value):
+    totals[name] = totals.get(name, 0) + value
 
 
 def scan_filter_task(task, shared):

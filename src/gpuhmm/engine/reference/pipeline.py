@@ -16,41 +16,16 @@ after the model; phmmer's only difference is where the query model comes from.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
-import numpy as np
-
-from ...output.records import IS_INCLUDED, IS_REPORTED, HitRecord
+from ...output.records import HitRecord
+from ...stages.domaindef import LOG_OMEGA, domain_flags, flogsum, hit_flags, log_length, null_one, reportable
 from .domaindef import define_domains
 from .fwdback import backward, forward
 from .oprofile import F32, special_transitions
 from .stotrace import FastRandomness
 
 LN2 = 0.69314718055994529  # eslCONST_LOG2
-LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
-FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
-
-
-@functools.cache
-def _flogsum_table():
-    """`p7_FLogsumInit`: log(1 + e^(−i/1000)) in float32 for i < 16000."""
-    return np.array([math.log(1.0 + math.exp(-i / 1000.0)) for i in range(FLOGSUM_ENTRIES)], dtype=F32)
-
-
-def flogsum(a, b):
-    """`p7_FLogsum`: log(e^a + e^b) in float32 by table lookup."""
-    a, b = F32(a), F32(b)
-    high, low = (a, b) if a > b else (b, a)
-    if low == -np.inf or high - low >= F32(15.7):
-        return high
-    return high + _flogsum_table()[int((high - low) * FLOGSUM_SCALE)]
-
-
-def null_one(L):
-    """`p7_bg_NullOne` after `p7_bg_SetLength(bg, L)`: the null model's score in nats."""
-    p1 = F32(L) / F32(L + 1)
-    return F32(float(F32(L)) * math.log(float(p1)) + math.log(1.0 - float(p1)))
 
 
 def log_survival(score, tau, lam):
@@ -71,12 +46,6 @@ def _kahan_sum(values):
         compensation = (t - total) - y
         total = t
     return total
-
-
-def _reportable(pipeline, score, lnP, by_E, E, T, Z):
-    """`p7_pli_TargetReportable` and its siblings, for one setting pair (by E-value or score;
-    the float32 score compared in double with the double threshold)."""
-    return math.exp(lnP) * pipeline[Z] <= pipeline[E] if pipeline[by_E] else float(score) >= pipeline[T]
 
 
 def passes_forward_filter(profile, fwdsc, filter_score, F3):
@@ -108,19 +77,19 @@ def score_hit(profile, target, fwdsc, definition, pipeline):
             covered += domain.jenv - domain.ienv + 1
             bias = bias + F32(domain.domcorrection)
     bias = flogsum(0.0, LOG_OMEGA + float(bias)) if null2 else F32(0.0)
-    log_length = math.log(float(F32(L) / F32(L + 3)))
-    sum_score = F32(float(sum_score) + (L - covered) * log_length)
+    length_term = log_length(L)
+    sum_score = F32(float(sum_score) + (L - covered) * length_term)
     pre2_score = _bits(sum_score - nullsc)
     sum_score = _bits(sum_score - (nullsc + bias))
     if covered > 0 and sum_score > seq_score:
         seq_score, pre_score = sum_score, pre2_score
 
     lnP = log_survival(seq_score, profile.tau, profile.lam)
-    if not _reportable(pipeline, seq_score, lnP, "by_E", "E", "T", "Z"):
+    if not reportable(pipeline, seq_score, lnP, "by_E", "E", "T", "Z"):
         return None
     domains = []
     for domain in definition.domains:
-        bitscore = F32(float(domain.envsc) + (L - (domain.jenv - domain.ienv + 1)) * log_length)
+        bitscore = F32(float(domain.envsc) + (L - (domain.jenv - domain.ienv + 1)) * length_term)
         dombias = flogsum(0.0, LOG_OMEGA + domain.domcorrection) if null2 else F32(0.0)
         bitscore = _bits(bitscore - (nullsc + dombias))
         domains.append(
@@ -135,20 +104,11 @@ def score_hit(profile, target, fwdsc, definition, pipeline):
     for d, domain in enumerate(domains):
         if domain.bitscore > domains[best].bitscore:
             best = d
-    flags = 0
-    if pipeline["use_bit_cutoffs"]:  # model-specific thresholds decide now (pyhmmer keeps them)
-        domains = [
-            dataclasses.replace(
-                d,
-                is_reported=_reportable(pipeline, d.bitscore, d.lnP, "dom_by_E", "domE", "domT", "domZ"),
-                is_included=_reportable(pipeline, d.bitscore, d.lnP, "dom_by_E", "domE", "domT", "domZ")
-                and _reportable(pipeline, d.bitscore, d.lnP, "incdom_by_E", "incdomE", "incdomT", "domZ"),
-            )
-            for d in domains
-        ]
-        flags = IS_REPORTED | (
-            IS_INCLUDED if _reportable(pipeline, seq_score, lnP, "inc_by_E", "incE", "incT", "Z") else 0
-        )
+    domains = [
+        dataclasses.replace(d, **dict(zip(("is_reported", "is_included"), domain_flags(pipeline, d.bitscore, d.lnP))))
+        for d in domains
+    ]
+    flags = hit_flags(pipeline, seq_score, lnP)
     return HitRecord(
         name=target.name,
         accession=target.accession or None,

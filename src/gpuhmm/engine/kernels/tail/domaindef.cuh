@@ -1,0 +1,312 @@
+// HMMER 3.4's domain definition (src/p7_domaindef.c): p7_domaindef_ByPosteriorHeuristics with
+// is_multidomain_region, region_trace_ensemble and rescore_isolated_domain, in hmmsearch's form,
+// bit for bit (reference/domaindef.py), and each domain's alignment display
+// (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
+//
+// Thread → data: one thread per target, regions and envelopes in order; every matrix of a region
+// or envelope comes from the target's arena and is released when it is done. Lane width: the
+// 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
+// for the region thresholds; the null2 scores are glibc's logf of float32 odds; a domain's
+// correction is the in-order float32 sum of its residues' null2 scores.
+#pragma once
+#include "decoding.cuh"
+#include "fwdback.cuh"
+#include "null2.cuh"
+#include "optacc.cuh"
+#include "spensemble.cuh"
+#include "stotrace.cuh"
+
+namespace gpuhmm_tail {
+
+TAIL_CONST float RT1 = 0.25f, RT2 = 0.10f, RT3 = 0.20f;  // p7_domaindef_Create's thresholds
+TAIL_CONST int NSAMPLES = 200;
+TAIL_CONST int MAX_SEGMENTS = 4096;  // sampled domains per region
+TAIL_CONST int MAX_TRACE_DOMAINS = 256;  // domains per sampled trace
+TAIL_CONST int MAX_ENVELOPES = 256;  // envelopes per region
+
+// What the alignment display reads of a model besides its odds ratios.
+struct Annotation {
+    const unsigned char *consensus_code;  // M: the digital code of each consensus residue
+    const char *consensus, *rf, *cs;  // M characters each; rf and cs null where the model has none
+    const char *symbols;  // the alphabet's symbols by digital code
+};
+
+// One domain as P7_DOMAIN holds it, and its alignment lines: `N` characters each of the model,
+// match, target and posterior lines, then the RF and CS lines where the model has them.
+struct Domain {
+    int ienv, jenv, iali, jali, hmmfrom, hmmto, N;
+    float envsc, domcorrection, dombias, oasc, bitscore;
+    double lnP;
+    char *text;
+};
+
+// The domains found so far, with P7_DOMAINDEF's counts; `text` space comes from `out`.
+struct Definition {
+    float nexpected;
+    int nregions, nclustered, noverlaps, nenvelopes, ndom, capacity;
+    Domain *domains;
+    Arena *out;
+};
+
+TAIL_FN SpecialTransitions reconfigured(int L, int multihit) {
+    // p7_oprofile_ReconfigMultihit / ReconfigUnihit for the full target length L.
+    SpecialTransitions xf;
+    float nj = multihit ? 1.0f : 0.0f;
+    xf.move = (2.0f + nj) / (((float)L + 2.0f) + nj);
+    xf.loop = 1.0f - xf.move;
+    xf.e_move = multihit ? 0.5f : 1.0f;
+    xf.e_loop = multihit ? 0.5f : 0.0f;
+    return xf;
+}
+
+TAIL_FN Matrix full_matrix(Arena *arena, int L, int Q) {
+    Matrix mx;
+    tail_size_t cells = (tail_size_t)(L + 1) * Q;
+    mx.L = L, mx.Q = Q, mx.has_own_scales = 0;
+    mx.xmx = (float *)arena_alloc(arena, sizeof(float) * X_COUNT * (L + 1));
+    mx.M = (f4 *)arena_alloc(arena, sizeof(f4) * cells);
+    mx.D = (f4 *)arena_alloc(arena, sizeof(f4) * cells);
+    mx.I = (f4 *)arena_alloc(arena, sizeof(f4) * cells);
+    return mx;
+}
+
+TAIL_FN char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+TAIL_FN char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+// p7_alidisplay_EncodePostProb, in double as HMMER does.
+TAIL_FN char encode_posterior(float p) {
+    double shifted = (double)p + 0.05;
+    return shifted >= 1.0 ? '*' : (char)((int)(shifted * 10.0) + '0');
+}
+
+// p7_alidisplay_Create(tr, 0, om, sq, NULL) for an OA trace in target coordinates: the lines from
+// the first M after the first B to the last M before the next E.
+TAIL_FN int display(const Profile *om, const Annotation *ann, const unsigned char *dsq, const Trace *tr, Domain *d,
+                    Arena *out) {
+    int z1 = 0, z2;
+    while (z1 < tr->n && tr->st[z1] != 'B') z1++;
+    while (z1 < tr->n && tr->st[z1] != 'M') z1++;
+    for (z2 = z1; z2 < tr->n && tr->st[z2] != 'E'; z2++) {
+    }
+    if (z1 >= tr->n || z2 >= tr->n) return TAIL_RANGE;
+    while (tr->st[z2] != 'M') z2--;
+    int N = z2 - z1 + 1, lines = 4 + (ann->rf != 0) + (ann->cs != 0);
+    char *text = (char *)arena_alloc(out, (tail_size_t)N * lines);
+    if (!text) return TAIL_CAPACITY;
+    char *model = text, *mline = text + N, *aseq = text + 2 * N, *ppline = text + 3 * N;
+    char *rfline = ann->rf ? text + 4 * N : 0, *csline = ann->cs ? text + (4 + (ann->rf != 0)) * N : 0;
+    for (int z = z1; z <= z2; z++) {
+        char state = tr->st[z];
+        int k = tr->k[z], c = z - z1;
+        int x = state != 'D' ? dsq[tr->i[z] - 1] : 0;
+        if (state == 'M') {
+            model[c] = ann->consensus[k - 1];
+            if (x == ann->consensus_code[k - 1])
+                mline[c] = ann->consensus[k - 1];
+            else
+                mline[c] = om->rfv[x * om->Q + lane_q(k, om->Q)].v[lane_z(k, om->Q)] > 1.0f ? '+' : ' ';
+            aseq[c] = upper(ann->symbols[x]);
+        } else if (state == 'I') {
+            model[c] = '.';
+            mline[c] = ' ';
+            aseq[c] = lower(ann->symbols[x]);
+        } else {
+            model[c] = ann->consensus[k - 1];
+            mline[c] = ' ';
+            aseq[c] = '-';
+        }
+        ppline[c] = state == 'D' ? '.' : encode_posterior(tr->pp[z]);
+        if (rfline) rfline[c] = state == 'I' ? '.' : ann->rf[k - 1];
+        if (csline) csline[c] = state == 'I' ? '.' : ann->cs[k - 1];
+    }
+    d->N = N, d->text = text;
+    d->hmmfrom = tr->k[z1], d->hmmto = tr->k[z2];
+    d->iali = tr->i[z1], d->jali = tr->i[z2];
+    return TAIL_OK;
+}
+
+// rescore_isolated_domain: envelope i..j in unihit mode. Adds the domain to `def` unless posterior
+// decoding overflows (HMMER then drops the envelope). Without `null2_is_done`, sets the
+// envelope's null2 scores from its posteriors.
+TAIL_FN int rescore_isolated_domain(const Profile *om, const Annotation *ann, const unsigned char *dsq, int L,
+                                    int i, int j, int null2_is_done, float *n2sc, Definition *def, Arena *arena) {
+    const SpecialTransitions xf = reconfigured(L, 0);
+    const int Ld = j - i + 1, Q = om->Q;
+    const unsigned char *residues = dsq + i - 1;
+    tail_size_t mark = arena->used;
+    Matrix fwd = full_matrix(arena, Ld, Q), bck = full_matrix(arena, Ld, Q);
+    f4 *scratch = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * Q);
+    float *null2 = (float *)arena_alloc(arena, sizeof(float) * om->Kp);
+    Trace tr = trace_alloc(arena, 2 * (Ld + om->M) + 16, 1);
+    Posteriors pp;
+    pp.N = (float *)arena_alloc(arena, sizeof(float) * (Ld + 1));
+    pp.J = (float *)arena_alloc(arena, sizeof(float) * (Ld + 1));
+    pp.C = (float *)arena_alloc(arena, sizeof(float) * (Ld + 1));
+    if (arena->overflow) return TAIL_CAPACITY;
+    float envsc;
+    int status = forward(om, residues, Ld, &xf, &fwd, scratch, &envsc);
+    if (status != TAIL_OK) return status;
+    status = backward(om, residues, Ld, &xf, &fwd, &bck, scratch);
+    if (status != TAIL_OK) return status;
+    pp.L = Ld, pp.Q = Q, pp.M = bck.M, pp.I = bck.I;  // decoded in place, as HMMER does
+    if (decoding(&xf, &fwd, &bck, &pp) != TAIL_OK) {
+        arena->used = mark;
+        return TAIL_OK;
+    }
+    Domain *d = def->domains + def->ndom;
+    if (def->ndom == def->capacity) return TAIL_CAPACITY;
+    d->oasc = optimal_accuracy(om, &xf, &pp, &fwd);  // the Forward matrix holds the OA matrix
+    status = oa_trace(om, &xf, &pp, &fwd, &tr);
+    if (status != TAIL_OK) return status;
+    for (int z = 0; z < tr.n; z++)
+        if (tr.i[z] > 0) tr.i[z] += i - 1;
+    status = display(om, ann, dsq, &tr, d, def->out);
+    if (status != TAIL_OK) return status;
+    if (!null2_is_done) {
+        null2_by_expectation(om, &pp, scratch, null2);
+        for (int r = 0; r < Ld; r++) n2sc[i + r] = libm_logf(null2[residues[r]]);
+    }
+    float correction = 0.0f;
+    for (int r = i; r <= j; r++) correction = correction + n2sc[r];
+    d->ienv = i, d->jenv = j;
+    d->envsc = envsc, d->domcorrection = correction;
+    d->dombias = d->bitscore = 0.0f, d->lnP = 0.0;
+    def->ndom++;
+    arena->used = mark;
+    return TAIL_OK;
+}
+
+// is_multidomain_region: whether some split point expects rt3 domains on both sides.
+TAIL_FN int is_multidomain_region(const float *btot, const float *etot, int i, int j) {
+    float best = -1.0f;
+    for (int z = i; z <= j; z++) {
+        float ends = etot[z] - etot[i - 1];
+        float begins = btot[j] - btot[z - 1];
+        float expected = ends < begins ? ends : begins;
+        if (expected > best) best = expected;
+    }
+    return best >= RT3;
+}
+
+// region_trace_ensemble, then the dominance test: the envelopes of multi-domain region i..j into
+// `envelopes`, their number into `count`; sets the region's null2 scores.
+TAIL_FN int region_trace_ensemble(const Profile *om, const unsigned char *dsq, int L, int i, int j, Randomness *rng,
+                                  float *n2sc, Envelope *envelopes, int *count, Arena *arena) {
+    const SpecialTransitions xf = reconfigured(L, 1);
+    const int Lr = j - i + 1, Q = om->Q;
+    const unsigned char *residues = dsq + i - 1;
+    Matrix fwd = full_matrix(arena, Lr, Q);
+    f4 *scratch = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * Q);
+    float *odds = (float *)arena_alloc(arena, sizeof(float) * Lr);
+    float *addend = (float *)arena_alloc(arena, sizeof(float) * Lr);
+    float *null2 = (float *)arena_alloc(arena, sizeof(float) * om->Kp);
+    int *segments = (int *)arena_alloc(arena, sizeof(int) * 5 * MAX_SEGMENTS);
+    TraceDomain *found = (TraceDomain *)arena_alloc(arena, sizeof(TraceDomain) * MAX_TRACE_DOMAINS);
+    Trace tr = trace_alloc(arena, 3 * (Lr + 1) + 2 * om->M + 64, 0);
+    if (arena->overflow) return TAIL_CAPACITY;
+    float unused;
+    int status = forward(om, residues, Lr, &xf, &fwd, scratch, &unused);
+    if (status == TAIL_RANGE) return status;  // the score's rounding (TAIL_UNCERTAIN) is not used
+    int *seg_sample = segments, *seg_i = segments + MAX_SEGMENTS, *seg_j = segments + 2 * MAX_SEGMENTS;
+    int *seg_k = segments + 3 * MAX_SEGMENTS, *seg_m = segments + 4 * MAX_SEGMENTS;
+    int n = 0;
+    rng_reseed(rng);
+    for (int r = 0; r < Lr; r++) odds[r] = 0.0f;
+    for (int sample = 0; sample < NSAMPLES; sample++) {
+        tr.n = 0;
+        status = stochastic_trace(rng, om, &xf, &fwd, &tr);
+        if (status != TAIL_OK) return status;
+        for (int r = 0; r < Lr; r++) addend[r] = 1.0f;
+        int ndomains = trace_domains(&tr, found, MAX_TRACE_DOMAINS);
+        if (ndomains < 0 || n + ndomains > MAX_SEGMENTS) return TAIL_CAPACITY;
+        for (int d = 0; d < ndomains; d++) {
+            seg_sample[n] = sample;
+            seg_i[n] = found[d].sqfrom + i - 1, seg_j[n] = found[d].sqto + i - 1;
+            seg_k[n] = found[d].hmmfrom, seg_m[n] = found[d].hmmto;
+            n++;
+            null2_by_trace(om, &tr, found[d].tfrom, found[d].tto, scratch, null2);
+            for (int r = found[d].sqfrom; r < found[d].sqto; r++) addend[r] = null2[residues[r]];
+        }
+        for (int r = 0; r < Lr; r++) odds[r] = odds[r] + addend[r];
+    }
+    for (int r = 0; r < Lr; r++) n2sc[i + r] = libm_logf(odds[r] / (float)NSAMPLES);
+    int nenv = 0;
+    status = cluster(seg_sample, seg_i, seg_j, seg_k, seg_m, n, NSAMPLES, arena, envelopes, MAX_ENVELOPES, &nenv);
+    if (status != TAIL_OK) return status;
+    // Of two envelopes overlapping by 80% of the shorter, the less probable one is dominated (on a
+    // tie, the first); the scan stops at the first envelope that starts right after (overlap 0).
+    int *dominated = (int *)arena_alloc(arena, sizeof(int) * (nenv + 1));
+    if (!dominated) return TAIL_CAPACITY;
+    for (int d = 0; d < nenv; d++) dominated[d] = 0;
+    for (int d = 0; d < nenv; d++)
+        for (int d2 = d + 1; d2 < nenv; d2++) {
+            const Envelope *a = envelopes + d, *b = envelopes + d2;
+            int overlap = (a->j < b->j ? a->j : b->j) - (a->i > b->i ? a->i : b->i) + 1;
+            if (overlap == 0) break;
+            int la = a->j - a->i + 1, lb = b->j - b->i + 1;
+            int shorter = la < lb ? la : lb;
+            if ((double)((float)overlap / (float)shorter) >= 0.8) dominated[a->prob > b->prob ? d2 : d] = 1;
+        }
+    int kept = 0;
+    for (int d = 0; d < nenv; d++)
+        if (!dominated[d]) envelopes[kept++] = envelopes[d];
+    *count = kept;
+    return TAIL_OK;
+}
+
+// p7_domaindef_ByPosteriorHeuristics from the Forward and Backward parser matrices of the whole
+// target (multihit); n2sc (L + 1 floats) receives the per-residue null2 scores.
+TAIL_FN int define_domains(const Profile *om, const Annotation *ann, const unsigned char *dsq, int L,
+                           const Matrix *fwd, const Matrix *bck, Randomness *rng, float *n2sc, Definition *def,
+                           Arena *arena) {
+    const SpecialTransitions multihit = reconfigured(L, 1);
+    float *btot = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
+    float *etot = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
+    float *mocc = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
+    Envelope *envelopes = (Envelope *)arena_alloc(arena, sizeof(Envelope) * MAX_ENVELOPES);
+    if (arena->overflow) return TAIL_CAPACITY;
+    int status = domain_decoding(&multihit, fwd, bck, btot, etot, mocc);
+    if (status != TAIL_OK) return status;
+    for (int r = 0; r <= L; r++) n2sc[r] = 0.0f;
+    def->nexpected = btot[L];
+    def->nregions = def->nclustered = def->noverlaps = def->nenvelopes = def->ndom = 0;
+    int start = -1, triggered = 0;  // a region still open at L is dropped, as in HMMER
+    for (int j = 1; j <= L; j++) {
+        if (!triggered) {
+            if (mocc[j] - (btot[j] - btot[j - 1]) < RT2)
+                start = j;
+            else if (start == -1)
+                start = j;
+            triggered = mocc[j] >= RT1;
+            continue;
+        }
+        if (!(mocc[j] - (etot[j] - etot[j - 1]) < RT2)) continue;
+        int i = start;
+        def->nregions++;
+        tail_size_t mark = arena->used;
+        if (is_multidomain_region(btot, etot, i, j)) {
+            def->nclustered++;
+            int nenv = 0, last_end = 0;
+            status = region_trace_ensemble(om, dsq, L, i, j, rng, n2sc, envelopes, &nenv, arena);
+            if (status != TAIL_OK) return status;
+            arena->used = mark;
+            for (int e = 0; e < nenv; e++) {
+                def->noverlaps += envelopes[e].i <= last_end;
+                def->nenvelopes++;
+                int before = def->ndom;
+                status = rescore_isolated_domain(om, ann, dsq, L, envelopes[e].i, envelopes[e].j, 1, n2sc, def, arena);
+                if (status != TAIL_OK) return status;
+                if (def->ndom > before) last_end = envelopes[e].j;
+            }
+        } else {
+            def->nenvelopes++;
+            status = rescore_isolated_domain(om, ann, dsq, L, i, j, 0, n2sc, def, arena);
+            if (status != TAIL_OK) return status;
+        }
+        arena->used = mark;
+        start = -1, triggered = 0;
+    }
+    return TAIL_OK;
+}
+
+}  // namespace gpuhmm_tail

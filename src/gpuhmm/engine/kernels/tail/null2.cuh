@@ -1,0 +1,106 @@
+// HMMER 3.4's null2 (biased composition) model of a domain (impl_sse/null2.c):
+// p7_Null2_ByExpectation, from an envelope's posteriors, and p7_Null2_ByTrace, from the states
+// of one sampled domain (reference/null2.py).
+//
+// Thread → data: one thread computes one domain's Kp null2 odds, serially.
+// Lane width: 4 float32 lanes (f4); the usage and odds sums run lane-wise over the striped
+// vectors q = 0..Q−1, then one horizontal sum (a0 + a1) + (a2 + a3).
+// Rounding: float32 throughout, in the reference's order: per-node usage sums run over rows in
+// order starting from row 1's value; the normalizer is 1 / (float) Ld; for residue x the striped
+// sum starts at usage_M(0)·odds(0), then adds usage_I(0), usage_M(1)·odds(1), usage_I(1), ...;
+// then the N/C/J share is added. Degenerate codes get the float32 mean of their members' odds
+// (esl_abc_FAvgScVec); gap, nonresidue and missing codes get 1.
+#pragma once
+#include "common.cuh"
+#include "decoding.cuh"
+#include "trace.cuh"
+
+namespace gpuhmm_tail {
+
+// _odds: null2[x] for x = 0..Kp−1 from normalized per-node usage of M (m_use) and I (i_use),
+// Q vectors each, and the N/C/J share `xfactor`.
+TAIL_FN void null2_odds(const Profile *om, const f4 *m_use, const f4 *i_use, float xfactor, float *null2) {
+    const int Q = om->Q, K = om->K, Kp = om->Kp;
+    for (int x = 0; x < K; x++) {
+        const f4 *odds = om->rfv + x * Q;
+        f4 sv;
+        for (int z = 0; z < 4; z++) sv.v[z] = m_use[0].v[z] * odds[0].v[z];
+        for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[0].v[z];
+        for (int q = 1; q < Q; q++) {
+            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + m_use[q].v[z] * odds[q].v[z];
+            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[q].v[z];
+        }
+        null2[x] = hsum(sv) + xfactor;
+    }
+    // Degenerate codes K+1..Kp−3: a float32 sum of the members' odds from 0, over their number.
+    for (int x = K + 1; x <= Kp - 3; x++) {
+        const unsigned char *row = om->degenerate + (x - K - 1) * (K + 1);
+        float total = 0.0f;
+        for (int m = 1; m <= row[0]; m++) total = total + null2[row[m]];
+        null2[x] = total / (float)row[0];
+    }
+    null2[K] = 1.0f;       // gap
+    null2[Kp - 2] = 1.0f;  // nonresidue
+    null2[Kp - 1] = 1.0f;  // missing data
+}
+
+// p7_Null2_ByExpectation: the null2 odds (Kp floats) of the envelope whose posteriors are `pp`
+// (rows 1..L): each node's expected M and I use summed over rows, over L. `scratch`: 2·Q f4.
+TAIL_FN void null2_by_expectation(const Profile *om, const Posteriors *pp, f4 *scratch, float *null2) {
+    const int Q = om->Q, L = pp->L;
+    f4 *m_use = scratch, *i_use = scratch + Q;
+    for (int q = 0; q < Q; q++) {
+        m_use[q] = pp->M[Q + q];
+        i_use[q] = pp->I[Q + q];
+    }
+    for (int i = 2; i <= L; i++) {
+        for (int q = 0; q < Q; q++) {
+            for (int z = 0; z < 4; z++) {
+                m_use[q].v[z] = m_use[q].v[z] + pp->M[i * Q + q].v[z];
+                i_use[q].v[z] = i_use[q].v[z] + pp->I[i * Q + q].v[z];
+            }
+        }
+    }
+    const float norm = 1.0f / (float)L;
+    for (int q = 0; q < Q; q++) {
+        for (int z = 0; z < 4; z++) {
+            m_use[q].v[z] = m_use[q].v[z] * norm;
+            i_use[q].v[z] = i_use[q].v[z] * norm;
+        }
+    }
+    float n = pp->N[1], c = pp->C[1], j = pp->J[1];
+    for (int i = 2; i <= L; i++) {
+        n = n + pp->N[i];
+        c = c + pp->C[i];
+        j = j + pp->J[i];
+    }
+    null2_odds(om, m_use, i_use, (n * norm + c * norm) + j * norm, null2);
+}
+
+// p7_Null2_ByTrace: the null2 odds (Kp floats) of the domain at trace steps start..end (its
+// B..E): each emitting step counts 1 toward its node's M usage (inserts included; a B..E segment
+// emits only from M and I), over the number of emitting steps; I usage and the N/C/J share are
+// zero. `scratch`: 2·Q f4 (the counts, then the zero I usage).
+TAIL_FN void null2_by_trace(const Profile *om, const Trace *tr, int start, int end, f4 *scratch, float *null2) {
+    const int Q = om->Q;
+    f4 *counts = scratch, *zeros = scratch + Q;
+    for (int q = 0; q < Q; q++) {
+        counts[q] = splat(0.0f);
+        zeros[q] = splat(0.0f);
+    }
+    int emitted = 0;
+    for (int z = start; z <= end; z++) {
+        if (tr->i[z] > 0) {
+            emitted++;
+            const int k = tr->k[z];
+            if (k >= 1 && k <= 4 * Q) counts[lane_q(k, Q)].v[lane_z(k, Q)] += 1.0f;
+        }
+    }
+    const float norm = 1.0f / (float)emitted;
+    for (int q = 0; q < Q; q++) {
+        for (int z = 0; z < 4; z++) counts[q].v[z] = counts[q].v[z] * norm;
+    }
+    null2_odds(om, counts, zeros, 0.0f, null2);
+}
+
+}  // namespace gpuhmm_tail

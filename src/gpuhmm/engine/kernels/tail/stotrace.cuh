@@ -1,0 +1,240 @@
+// HMMER 3.4's stochastic traceback (impl_sse/stotrace.c: p7_StochasticTrace with its select_m,
+// select_d, select_i, select_e, select_c, select_j and select_b) and the Easel pieces it draws
+// with: the fast generator (easel/esl_random.c: esl_randomness_CreateFast, esl_randomness_Init,
+// esl_random, esl_mix3), esl_vec_FNorm (easel/esl_vectorops.c) and esl_rnd_FChoose
+// (easel/esl_random.c). Translated from reference/stotrace.py and reference/trace.py's
+// traced_back.
+//
+// Thread → data: one thread samples the traces of one region, serially, from one generator (the
+// draws are a single sequence, so nothing here can be split across threads). Lane width: the
+// Forward matrix rows are striped f4 vectors of 4 float32 lanes; select_e walks them in that
+// striped order (q outer; M's 4 lanes, then D's 4 lanes).
+//
+// Rounding: each predecessor weight is one float32 product of a Forward cell and a transition
+// (C/J's E weight: (E(i) · t) · scale(i), left to right); FNorm is a Kahan float32 sum then one
+// float32 division per weight; FChoose sums the float weights in double. select_e multiplies
+// each cell by the float32 1/E(i) (a float32 product) and accumulates in double. Draws are
+// x / 2^32 in double after the uint32 step x ← 69069·x + 1.
+#pragma once
+#include "common.cuh"
+#include "trace.cuh"
+
+namespace gpuhmm_tail {
+
+// Easel's fast generator (eslRND_FAST): its seed and its current 32-bit state.
+struct Randomness {
+    tail_u32 seed, x;
+};
+
+// One of esl_mix3's three rounds (Bob Jenkins' mix), on uint32 with wraparound.
+TAIL_FN void mix3_round(tail_u32 *a, tail_u32 *b, tail_u32 *c, int sa, int sb, int sc) {
+    *a = (*a - *b - *c) ^ (*c >> sa);
+    *b = (*b - *c - *a) ^ (*a << sb);
+    *c = (*c - *a - *b) ^ (*b >> sc);
+}
+
+// esl_mix3: the third word after the three rounds.
+TAIL_FN tail_u32 mix3(tail_u32 a, tail_u32 b, tail_u32 c) {
+    mix3_round(&a, &b, &c, 13, 8, 13);
+    mix3_round(&a, &b, &c, 12, 16, 5);
+    mix3_round(&a, &b, &c, 3, 10, 15);
+    return c;
+}
+
+// esl_randomness_Init(r, GetSeed(r)): back to the seeded state (42 where the mix gives 0).
+TAIL_FN void rng_reseed(Randomness *r) {
+    tail_u32 x = mix3(r->seed, 87654321u, 12345678u);
+    r->x = x ? x : 42u;
+}
+
+// esl_randomness_CreateFast(seed); seed must not be 0 (Easel would pick an arbitrary one).
+TAIL_FN void rng_init(Randomness *r, tail_u32 seed) {
+    r->seed = seed;
+    rng_reseed(r);
+}
+
+// esl_random: the next state over 2^32, a double in [0, 1).
+TAIL_FN double rng_random(Randomness *r) {
+    r->x = r->x * 69069u + 1u;
+    return (double)r->x / 4294967296.0;
+}
+
+// esl_vec_FNorm in place: each weight over the Kahan float32 sum, or all 1/n when it is 0.
+TAIL_FN void vec_fnorm(float *path, int n) {
+    float total = kahan_sum(path, n);
+    if (total == 0.0f) {
+        float uniform = 1.0f / (float)n;
+        for (int z = 0; z < n; z++) path[z] = uniform;
+        return;
+    }
+    for (int z = 0; z < n; z++) path[z] = path[z] / total;
+}
+
+// esl_rnd_FChoose: one draw; the first index whose double cumulative weight over the double total
+// exceeds it, or −1 when none does (weights that are not finite).
+TAIL_FN int rnd_fchoose(Randomness *r, const float *path, int n) {
+    double roll = rng_random(r);
+    double norm = 0.0;
+    for (int z = 0; z < n; z++) norm += (double)path[z];
+    double cumulative = 0.0;
+    for (int z = 0; z < n; z++) {
+        cumulative += (double)path[z];
+        if (roll < cumulative / norm) return z;
+    }
+    return -1;
+}
+
+// What the select_* functions read: the generator, the model, om->xf and a full Forward matrix.
+struct StoSampler {
+    Randomness *r;
+    const Profile *om;
+    const SpecialTransitions *xf;
+    const Matrix *fwd;
+};
+
+// Node k's cell in row i of striped rows (Q vectors a row); 0 for k ≤ 0.
+TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k) { return node_value(rows + (tail_size_t)i * Q, Q, k); }
+
+TAIL_FN float sto_special(const Matrix *mx, int i, int s) { return mx->xmx[(tail_size_t)i * X_COUNT + s]; }
+
+// Normalize the n weights and draw one of `states` ("BMID", …); 0 when FChoose finds none.
+TAIL_FN char sto_pick(StoSampler *s, float *path, int n, const char *states) {
+    vec_fnorm(path, n);
+    int z = rnd_fchoose(s->r, path, n);
+    return z < 0 ? 0 : states[z];
+}
+
+// select_m: what led to M(i, k): B(i−1), or M, I, D of node k − 1 at row i − 1.
+TAIL_FN char sto_select_m(StoSampler *s, int i, int k) {
+    const Matrix *f = s->fwd;
+    int Q = f->Q;
+    float path[4];
+    path[0] = sto_special(f, i - 1, X_B) * transition(s->om, T_BM, k);
+    path[1] = sto_cell(f->M, Q, i - 1, k - 1) * transition(s->om, T_MM, k);
+    path[2] = sto_cell(f->I, Q, i - 1, k - 1) * transition(s->om, T_IM, k);
+    path[3] = sto_cell(f->D, Q, i - 1, k - 1) * transition(s->om, T_DM, k);
+    return sto_pick(s, path, 4, "BMID");
+}
+
+// select_d: M or D of node k − 1 in the same row.
+TAIL_FN char sto_select_d(StoSampler *s, int i, int k) {
+    const Matrix *f = s->fwd;
+    int Q = f->Q;
+    float path[2];
+    path[0] = sto_cell(f->M, Q, i, k - 1) * transition(s->om, T_MD, k - 1);
+    path[1] = sto_cell(f->D, Q, i, k - 1) * transition(s->om, T_DD, k - 1);
+    return sto_pick(s, path, 2, "MD");
+}
+
+// select_i: M or I of node k at row i − 1.
+TAIL_FN char sto_select_i(StoSampler *s, int i, int k) {
+    const Matrix *f = s->fwd;
+    int Q = f->Q;
+    float path[2];
+    path[0] = sto_cell(f->M, Q, i - 1, k) * transition(s->om, T_MI, k);
+    path[1] = sto_cell(f->I, Q, i - 1, k) * transition(s->om, T_II, k);
+    return sto_pick(s, path, 2, "MI");
+}
+
+// select_c / select_j: the state looped from row i − 1, or came from E(i) (its scale put back).
+TAIL_FN char sto_select_c_or_j(StoSampler *s, char state, int i) {
+    const Matrix *f = s->fwd;
+    float path[2];
+    path[0] = sto_special(f, i - 1, state == 'C' ? X_C : X_J) * s->xf->loop;
+    float e_weight = state == 'C' ? s->xf->e_move : s->xf->e_loop;
+    path[1] = (sto_special(f, i, X_E) * e_weight) * sto_special(f, i, X_SCALE);
+    return sto_pick(s, path, 2, state == 'C' ? "CE" : "JE");
+}
+
+// select_b: N(i) or J(i), each times the move.
+TAIL_FN char sto_select_b(StoSampler *s, int i) {
+    const Matrix *f = s->fwd;
+    float path[2];
+    path[0] = sto_special(f, i, X_N) * s->xf->move;
+    path[1] = sto_special(f, i, X_J) * s->xf->move;
+    return sto_pick(s, path, 2, "NJ");
+}
+
+// How many times select_e sweeps row i before giving up (HMMER would loop forever on weights that
+// never reach the draw; one or two sweeps suffice for any finite row).
+TAIL_CONST int STO_E_MAX_SWEEPS = 64;
+
+// select_e: 'M' or 'D' and node *k of the cell that ended at E(i); 0 when the sweeps stall.
+TAIL_FN char sto_select_e(StoSampler *s, int i, int *k) {
+    const Matrix *f = s->fwd;
+    int Q = f->Q;
+    double roll = rng_random(s->r);
+    float weight = 1.0f / sto_special(f, i, X_E);
+    const f4 *M = f->M + (tail_size_t)i * Q, *D = f->D + (tail_size_t)i * Q;
+    double total = 0.0;  // kept across sweeps, as the reference's running sum is
+    for (int sweep = 0; sweep < STO_E_MAX_SWEEPS; sweep++) {
+        double before = total;
+        for (int q = 0; q < Q; q++) {
+            for (int z = 0; z < 4; z++) {
+                total += (double)(M[q].v[z] * weight);
+                if (roll < total) {
+                    *k = z * Q + q + 1;
+                    return 'M';
+                }
+            }
+            for (int z = 0; z < 4; z++) {
+                total += (double)(D[q].v[z] * weight);
+                if (roll < total) {
+                    *k = z * Q + q + 1;
+                    return 'D';
+                }
+            }
+        }
+        if (!(total > before)) return 0;  // no progress (all zero, or NaN): it would never end
+    }
+    return 0;
+}
+
+// p7_StochasticTrace on the full multihit Forward matrix `fwd` of a region: one sampled path,
+// from T at row L back to S, reversed, into `tr` (emptied first; no posteriors). TAIL_CAPACITY
+// when `tr` fills up; TAIL_RANGE where the reference has no answer: no weight is chosen (not
+// finite), select_e stalls, or a step would read row −1 (numpy would wrap to row L, HMMER reads
+// before the matrix). Neither happens on a Forward matrix whose scores are finite.
+TAIL_FN int stochastic_trace(Randomness *r, const Profile *om, const SpecialTransitions *xf, const Matrix *fwd,
+                             Trace *tr) {
+    StoSampler s;
+    s.r = r;
+    s.om = om;
+    s.xf = xf;
+    s.fwd = fwd;
+    tr->n = 0;
+    int i = fwd->L, k = 0;
+    if (!trace_append(tr, 'T', k, i, 0.0f) || !trace_append(tr, 'C', k, i, 0.0f)) return TAIL_CAPACITY;
+    char previous = 'C';
+    while (previous != 'S') {
+        char state;
+        if ((previous == 'M' || previous == 'I' || previous == 'C' || previous == 'J') && i < 1) return TAIL_RANGE;
+        if (previous == 'M') {
+            state = sto_select_m(&s, i, k);
+            k--;
+            i--;
+        } else if (previous == 'D') {
+            state = sto_select_d(&s, i, k);
+            k--;
+        } else if (previous == 'I') {
+            state = sto_select_i(&s, i, k);
+            i--;
+        } else if (previous == 'N') {
+            state = i == 0 ? 'S' : 'N';
+        } else if (previous == 'C' || previous == 'J') {
+            state = sto_select_c_or_j(&s, previous, i);
+        } else if (previous == 'E') {
+            state = sto_select_e(&s, i, &k);
+        } else {  // B
+            state = sto_select_b(&s, i);
+        }
+        if (state == 0) return TAIL_RANGE;
+        if (!trace_append(tr, state, k, i, 0.0f)) return TAIL_CAPACITY;
+        if (is_looping_state(state) && state == previous) i--;
+        previous = state;
+    }
+    trace_reverse(tr);
+    return TAIL_OK;
+}
+
+}  // namespace gpuhmm_tail

@@ -1,0 +1,62 @@
+"""The tail's kernels on the GPU (kernels/tail/tail.cu): the domain-definition cases' hits equal
+pyhmmer's, record for record and table for table, and the kernel is built as HMMER's arithmetic
+needs: no fused float32 multiply-adds and no flushing of float32 subnormals."""
+
+from __future__ import annotations
+
+import pyhmmer
+import pytest
+from test_domains import CASES, SETTINGS, _records, _tables
+from test_tail_pipeline import cases  # noqa: F401 (a fixture)
+
+from gpuhmm.output import records
+from gpuhmm.search import gpu_problem
+from gpuhmm.stages import domaindef
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(gpu_problem() is not None, reason="no usable GPU")]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from gpuhmm.engine.gpu import GpuEngine
+
+    return GpuEngine()
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_hits_and_tables_equal_pyhmmer(engine, cases, setting):  # noqa: F811
+    models, profiles, residues, offsets, targets, pairs, sequences, chosen = cases
+    alphabet = sequences[0].alphabet
+    options = dict(Z=len(sequences), bias_filter=False, **SETTINGS[setting])
+    pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
+    pair_model, pair_sequence = zip(*pairs)
+    null1 = [domaindef.null_one(len(targets[s].residues)) for s in pair_sequence]
+    batch = domaindef.PairBatch.build(
+        domaindef.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
+    )
+    outputs, out_base = engine.tail(batch)
+    _, out = batch.bounds()
+    results = domaindef.read_back(batch, outputs, out, out_base, targets.__getitem__, pipelines)
+    assert [status for status, _, _ in results] == [domaindef.OK] * len(CASES)
+    found = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in zip(batch.pairs, results)}
+    for m, hmm in enumerate(models):
+        mine = [found[m, s] for model, s in pairs if model == m and found[m, s] is not None]
+        block = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[chosen[s]] for model, s in pairs if model == m])
+        expected = pyhmmer.plan7.Pipeline(alphabet, **options).search_hmm(hmm, block)
+        rebuilt = records.build_tophits(hmm, mine, pipelines[m])
+        assert _records(rebuilt) == _records(expected), (setting, hmm.name)
+        assert _tables(rebuilt) == _tables(expected), (setting, hmm.name)
+
+
+def test_kernel_has_no_float_contraction_or_flushing(engine):
+    from cupy.cuda import nvrtc
+
+    from gpuhmm.engine import gpu, kernelcache
+
+    options = ["-std=c++17", f"--gpu-architecture=compute_{engine.architecture}", *gpu._EXACT_OPTIONS]
+    program = nvrtc.createProgram(kernelcache.kernel_source("tail/tail.cu"), "tail.cu", [], [])
+    nvrtc.compileProgram(program, options)
+    ptx = nvrtc.getPTX(program)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    assert "fma.rn.f32" not in ptx and ".ftz.f32" not in ptx
+    assert "div.rn.f32" in ptx  # float division stays IEEE (HMMER's rescaling divides)

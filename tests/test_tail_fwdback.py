@@ -1,0 +1,100 @@
+"""The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host) against the
+numpy reference (engine/reference/fwdback.py, itself bit-exact with pyhmmer): parser and full
+matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pyhmmer
+import pytest
+import tail_build
+
+from gpuhmm.engine.reference import fwdback
+from gpuhmm.engine.reference.oprofile import StripedProfile, special_transitions
+from gpuhmm.stages import vitfilter
+
+SHIM = """
+#include "fwdback.cuh"
+using namespace gpuhmm_tail;
+extern "C" int tail_forward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
+                            Matrix *mx, f4 *rows, float *score) {
+    return forward(om, dsq, L, xf, mx, rows, score);
+}
+extern "C" int tail_backward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
+                             const Matrix *fwd, Matrix *bck, f4 *rows) {
+    return backward(om, dsq, L, xf, fwd, bck, rows);
+}
+"""
+
+#: (model, target index in proteins.faa): M ≥ 100 with its D→D early exit among them, rescaling.
+CASES = (("HTH_3", 226), ("DUF6304", 394), ("tRNA-synt_1g", 141), ("Fer4", 344), ("ABC_tran", 71))
+
+
+@pytest.fixture(scope="module")
+def cases(pfam_test_data):
+    hmms, sequences = pfam_test_data
+    chosen = {name for name, _ in CASES}
+    hmms = [hmm for hmm in hmms if hmm.name in chosen]
+    written = vitfilter.configured(hmms, pyhmmer.plan7.Background(hmms[0].alphabet))
+    profiles = {hmm.name: StripedProfile.from_configured(*c) for hmm, c in zip(hmms, written)}
+    return [(profiles[name], np.asarray(sequences[index].sequence, dtype=np.uint8)) for name, index in CASES]
+
+
+def _same(a, b):
+    return np.array_equal(np.asarray(a, np.float32).view(np.uint32), np.asarray(b, np.float32).view(np.uint32))
+
+
+def _run(profile, residues, xf, full, full_length):
+    lib = tail_build.build(SHIM)
+    pointer = ctypes.c_void_p
+    lib.tail_forward.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer]
+    lib.tail_backward.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer]
+    om = tail_build.Profile.from_striped(profile)
+    cxf = tail_build.SpecialTransitions.from_reference(xf)
+    L, Q = len(residues), profile.Q
+    dsq = np.ascontiguousarray(residues)
+    rows = np.zeros((6 * Q, 4), dtype=np.float32)
+    fwd, bck = tail_build.Matrix.empty(L, Q, full), tail_build.Matrix.empty(L, Q, full)
+    score = ctypes.c_float()
+    args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf))
+    assert lib.tail_forward(*args, ctypes.byref(fwd), rows.ctypes.data, ctypes.byref(score)) == 0
+    assert lib.tail_backward(*args, ctypes.byref(fwd), ctypes.byref(bck), rows.ctypes.data) == 0
+    return fwd, bck, np.float32(score.value), bool(bck.has_own_scales)
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["parser", "full"])
+def test_whole_targets_multihit(cases, full):
+    for profile, residues in cases:
+        xf = special_transitions(len(residues), multihit=True)
+        ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=full)
+        ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=full)
+        fwd, bck, score, own = _run(profile, residues, xf, full, len(residues))
+        assert _same(score, ref_score), profile.name
+        assert _same(fwd.specials, ref_fwd.specials), profile.name
+        assert _same(bck.specials, ref_bck.specials), profile.name
+        assert own == ref_bck.has_own_scales
+        if full:
+            for ours, theirs in zip(
+                fwd.rows + bck.rows, (ref_fwd.M, ref_fwd.D, ref_fwd.I, ref_bck.M, ref_bck.D, ref_bck.I)
+            ):
+                assert _same(ours, theirs), profile.name
+
+
+def test_envelopes_unihit(cases):
+    """Sub-ranges scored in unihit mode for the full target length, as envelopes are."""
+    rng = np.random.default_rng(3)
+    for profile, residues in cases:
+        L = len(residues)
+        xf = special_transitions(L, multihit=False)
+        for _ in range(2):
+            i = int(rng.integers(1, L // 2))
+            j = int(rng.integers(i + 10, L + 1))
+            piece = residues[i - 1 : j]
+            ref_fwd, ref_score = fwdback.forward(profile, piece, xf, full=True)
+            ref_bck = fwdback.backward(profile, piece, xf, ref_fwd, full=True)
+            fwd, bck, score, _ = _run(profile, piece, xf, True, L)
+            assert _same(score, ref_score)
+            assert _same(fwd.specials, ref_fwd.specials) and _same(bck.specials, ref_bck.specials)
+            assert _same(bck.rows[0], ref_bck.M) and _same(fwd.rows[1], ref_fwd.D)

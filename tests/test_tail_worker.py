@@ -1,0 +1,69 @@
+"""The GPU backend's path through the stages after the Forward filter (worker/tail.py), without a
+GPU: the numpy model of the filter kernels, and the tail's kernels built for the host, stand in
+for the device. The tables equal hmmsearch's goldens, also when the kernel hands pairs back to
+pyhmmer, and the summary counts the pairs each side finished."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_parity import RUNS, _assert_goldens, _search
+from test_tail_pipeline import run_batch
+
+from gpuhmm import search
+from gpuhmm.engine.reference import ReferenceEngine
+from gpuhmm.stages import domaindef
+from gpuhmm.worker import STATE
+
+GPU_DOMAINS = ("--domaindef", "gpu")
+
+
+class HostTailEngine(ReferenceEngine):
+    """The numpy filters, and the tail through the host build; with `refuse`, every refuse-th
+    pair of a batch comes back as beyond the kernel's capacity."""
+
+    def __init__(self, refuse=0):
+        super().__init__(90, warps=8)
+        self.refuse = refuse
+        self.pairs = 0
+
+    def tail(self, batch):
+        outputs = run_batch(batch)
+        if self.refuse:
+            outputs["status"][:: self.refuse] = domaindef.CAPACITY
+        self.pairs += len(batch.pairs)
+        return outputs, outputs["out"].ctypes.data
+
+
+@pytest.fixture
+def host_tail(monkeypatch):
+    def install(refuse=0):
+        engine = HostTailEngine(refuse)
+        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(STATE, "gpu_engine", engine)
+        return engine
+
+    return install
+
+
+@pytest.mark.parametrize("case", list(RUNS["heldout"]["cases"]))
+def test_tables_identical_to_hmmsearch(tmp_path, host_tail, case):
+    """Every third pair of a call handed back: the GPU's hits and pyhmmer's join."""
+    engine = host_tail(refuse=3)
+    _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu", extra=GPU_DOMAINS), "heldout", case)
+    assert engine.pairs > 0
+
+
+def test_pyhmmer_finishes_by_default(tmp_path, host_tail):
+    engine = host_tail()
+    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 2, backend="gpu"), "heldout", "defaults")
+    assert engine.pairs == 0
+
+
+def test_summary_counts_the_pairs(tmp_path, host_tail):
+    host_tail(refuse=2)
+    summary = tmp_path / "summary.json"
+    _search(tmp_path, "heldout", "defaults", 1, 1, backend="gpu", extra=(*GPU_DOMAINS, "--summary", str(summary)))
+    stages = json.loads(summary.read_text())["gpu_stages"]
+    assert stages["pairs_finished_on_gpu"] > 0 and stages["pairs_to_pyhmmer"] > 0
