@@ -380,6 +380,9 @@ def add_run_arguments(parser, name, full, quick):
         "--out", type=Path, help=f"result JSON [benchmarks/results/{name}-<gpu>.json]; the PNG goes next to it"
     )
     parser.add_argument("--keep", type=Path, help="keep the scratch files (database, tables, logs) here")
+    parser.add_argument(
+        "--gpuhmm-args", default="", help="extra arguments for gpuhmm search, one string: --gpuhmm-args='--F1 0.02'"
+    )
 
 
 def main(argv=None):
@@ -392,9 +395,6 @@ def main(argv=None):
         help="fraction of the sequences hmmsearch searches [0.01; quick: 0.05]; 0 skips it",
     )
     parser.add_argument("--db-shards", type=int, help="pass --db-shards N to gpuhmm [not passed]")
-    parser.add_argument(
-        "--gpuhmm-args", default="", help="extra arguments for gpuhmm search, one string: --gpuhmm-args='--F1 0.02'"
-    )
     parser.add_argument(
         "--repeats",
         type=int,

@@ -302,7 +302,7 @@ def main(argv=None):
     save = step.save
 
     state = {}
-    gpuhmm_base = gpuhmm_search(args.backend, threads)
+    gpuhmm_base = gpuhmm_search(args.backend, threads) + shlex.split(args.gpuhmm_args)
     try:
         # 1. models, as one uncompressed binary file that both sides read
         def load_models():

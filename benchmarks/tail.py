@@ -1,0 +1,158 @@
+"""The stages after the Forward filter on the GPU (kernels/tail/): throughput and exactness
+against pyhmmer on the same (model, target) pairs.
+
+Run on the GPU machine, from the repository root:
+
+    python benchmarks/tail.py --models benchmarks/data/pfam-subset-2766.h3m.xz \
+        --proteome benchmarks/data/proteome-HG003687.faa
+
+The pairs are the (model, protein) pairs pyhmmer reports a hit for among the models × the
+proteome, each `--copies` times: the shape of the Forward filter's survivors on real proteins. The GPU runs them
+as one batch (`GpuEngine.tail`) for each scratch budget given, which sets how many threads run
+at once; its hits must equal pyhmmer's record for record. The peer is pyhmmer searching exactly
+those pairs (each model against its own hit sequences) with every host thread: its rate is what
+the GPU replaces.
+
+Writes benchmarks/results/tail-<gpu>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyhmmer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
+from gpuhmm.engine.reference.domaindef import Target  # noqa: E402
+from gpuhmm.engine.reference.oprofile import StripedProfile  # noqa: E402
+from gpuhmm.output import records  # noqa: E402
+from gpuhmm.stages import domaindef, vitfilter  # noqa: E402
+
+from endtoend import default_threads, gpu_name, gpu_tag, open_models  # noqa: E402
+
+
+def _hits(tophits):
+    """Each hit's record, less the fields HMMER leaves unset (pyhmmer serializes stale memory)."""
+    decoded = [records.decode_hit(bytes(raw)) for raw in tophits.__getstate__()["unsrt"]]
+    return [
+        dataclasses.replace(
+            hit,
+            window_length=0,
+            seqidx=0,
+            subseq_start=0,
+            domains=tuple(dataclasses.replace(d, iorf=0, jorf=0) for d in hit.domains),
+        )
+        for hit in decoded
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=Path, required=True)
+    parser.add_argument("--proteome", type=Path, required=True)
+    parser.add_argument("--first", type=int, default=0, help="the first N models, 0 for all [0]")
+    parser.add_argument("--copies", type=int, default=8, help="times each pair is run, GPU and peer [8]")
+    parser.add_argument("--budgets-gb", default="8,32", help="scratch budgets to time, GB, comma-separated [8,32]")
+    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    alphabet = pyhmmer.easel.Alphabet.amino()
+    with open_models(args.models) as handle:
+        hmms = [hmm for m, hmm in enumerate(handle) if not args.first or m < args.first]
+    with pyhmmer.easel.SequenceFile(str(args.proteome), digital=True, alphabet=alphabet) as handle:
+        proteins = handle.read_block()
+    index = {p.name: i for i, p in enumerate(proteins)}
+    options = dict(bias_filter=False, Z=len(proteins))
+    found = pyhmmer.hmmsearch(hmms, proteins, cpus=args.threads, **options)
+    pairs = [(m, index[hit.name]) for m, hits in enumerate(found) for hit in hits] * args.copies
+    blocks = [
+        pyhmmer.easel.DigitalSequenceBlock(alphabet, [proteins[s] for model, s in pairs if model == m])
+        for m in range(len(hmms))
+    ]
+
+    def search(m):
+        return pyhmmer.plan7.Pipeline(alphabet, **options).search_hmm(hmms[m], blocks[m])
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(args.threads) as pool:
+        peer = list(pool.map(search, range(len(hmms))))
+    peer_s = time.perf_counter() - started
+
+    written = vitfilter.configured(hmms, pyhmmer.plan7.Background(alphabet))
+    profiles = [StripedProfile.from_configured(*configured) for configured in written]
+    pieces = [np.asarray(p.sequence, dtype=np.uint8) for p in proteins]
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+    residues = np.concatenate(pieces)
+    lengths = np.diff(offsets)
+    pair_model, pair_sequence = (np.array(c) for c in zip(*pairs))
+    settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), h) for h in hmms]
+    pack = domaindef.ModelPack(profiles)
+    engine = GpuEngine()
+    runs = []
+    for budget in (float(b) for b in args.budgets_gb.split(",")):
+        domaindef.SCRATCH_BUDGET = int(budget * 2**30)
+        outputs, seconds = [], 0.0
+        for part in domaindef.calls(pack, lengths, pair_model, pair_sequence, engine.memory_bytes):
+            null1 = [domaindef.null_one(int(lengths[s])) for s in pair_sequence[part]]
+            batch = domaindef.PairBatch.build(
+                pack, residues, offsets, pair_model[part], pair_sequence[part], null1, settings[0], 42
+            )
+            if not runs and not outputs:
+                engine.tail(batch)  # compiles the kernel
+            started = time.perf_counter()
+            output, out_base = engine.tail(batch)
+            seconds += time.perf_counter() - started
+            scratch, out = batch.bounds()
+            outputs.append((batch, output, out, out_base))
+        runs.append(dict(budget_gb=budget, calls=len(outputs), seconds=round(seconds, 3)))
+        print(json.dumps(runs[-1]), flush=True)
+    results = [
+        r
+        for batch, output, out, out_base in outputs
+        for r in zip(
+            batch.pairs,
+            domaindef.read_back(batch, output, out, out_base, lambda s: Target.from_digital(proteins[s]), settings),
+        )
+    ]
+    statuses = np.bincount([status for _, (status, _, _) in results], minlength=4).tolist()
+    mine = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in results}
+    identical = True
+    for m, hmm in enumerate(hmms):
+        ours = [mine[m, s] for model, s in pairs if model == m and mine.get((m, s)) is not None]
+        rebuilt = records.build_tophits(hmm, ours, settings[m])
+        identical &= _hits(rebuilt) == _hits(peer[m])
+    cells = int((lengths[pair_sequence] * np.array([h.M for h in hmms])[pair_model]).sum())
+    best = min(run["seconds"] for run in runs)
+    result = {
+        "benchmark": "tail",
+        "gpu": gpu_name()[0],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["python3", *sys.argv]),
+        "models": len(hmms),
+        "pairs": len(pairs),
+        "cells": cells,
+        "statuses": dict(zip(("ok", "range", "capacity", "uncertain"), statuses)),
+        "runs": runs,
+        "gpu_pairs_per_s": round(len(pairs) / best, 1),
+        "peer_threads": args.threads,
+        "peer_s": round(peer_s, 3),
+        "peer_pairs_per_s": round(len(pairs) / peer_s, 1),
+        "hits_identical": bool(identical),
+    }
+    out_path = args.out or Path(__file__).parent / "results" / f"tail-{gpu_tag(result['gpu'])}.json"
+    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
