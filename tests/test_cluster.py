@@ -10,10 +10,12 @@ import json
 import logging
 import os
 import pickle
+import socket
 import sys
 import threading
 import time
 import types
+import urllib.parse
 from pathlib import Path
 
 import dask
@@ -125,7 +127,11 @@ def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu
         named = executor.client().run(lambda: (worker_name(), os.getpid()))
         visible = executor.client().run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         preloads = executor.client().run(lambda dask_worker: [preload.name for preload in dask_worker.preloads])
+        address, dashboard = executor.client().scheduler.address, executor.client().dashboard_link
     assert list(imported.values()) == [True, True]
+    # Workers run whatever code a client sends: the scheduler and dashboard take local clients only.
+    assert address.startswith("tcp://127.0.0.1:")
+    assert urllib.parse.urlparse(dashboard).hostname == "127.0.0.1"
     # The run summary tells the forked workers apart: each task names its own process.
     assert len({name for name, _ in named.values()}) == 2
     assert all(name.endswith(f":{pid}") for name, pid in named.values())
@@ -238,6 +244,17 @@ def test_the_smallest_tasks_go_to_the_worker_that_runs_ahead_whatever_their_shar
     assert ran == {homes[0]: 4, homes[1]: 8}
 
 
+def test_the_in_process_clusters_dashboard_listens_on_loopback_only():
+    """The dashboard answers on 127.0.0.1 and refuses this host's other address (the one its
+    link names), where there is one."""
+    with cluster.DaskExecutor(workers=1) as executor:
+        link = urllib.parse.urlparse(executor.client().dashboard_link)
+        socket.create_connection(("127.0.0.1", link.port), timeout=5).close()
+        if link.hostname != "127.0.0.1":
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((link.hostname, link.port), timeout=5)
+
+
 def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():
     executor = cluster.DaskExecutor(workers=1)
     started = executor.client().cluster
@@ -299,8 +316,10 @@ def _same_fields(first, second):
         a, b = getattr(first, field.name), getattr(second, field.name)
         if dataclasses.is_dataclass(a):
             _same_fields(a, b)
-        else:
+        elif isinstance(a, np.ndarray):
             assert np.array_equal(a, b), field.name
+        else:
+            assert a == b, field.name
 
 
 def test_a_worker_configures_models_on_disk_ahead_as_its_tasks_would():

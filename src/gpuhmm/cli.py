@@ -170,6 +170,23 @@ def _log_to_stderr():
         log.propagate = False
 
 
+def _cluster(args, command):
+    from .cluster import WarmCluster, serve
+
+    serve(
+        WarmCluster(
+            backend=args.backend,
+            cpus=args.cpu,
+            host=args.host,
+            port=args.port,
+            scheduler_file=args.scheduler_file,
+            tls_ca_file=args.tls_ca_file,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
+    )
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -182,6 +199,7 @@ def main(argv=None):
         "makedb": _makedb,
         "splitmodels": _splitmodels,
         "merge": _merge,
+        "cluster": _cluster,
     }[args.command]
     try:
         run(args, command)

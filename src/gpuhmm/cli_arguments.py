@@ -140,7 +140,11 @@ def _add_search_arguments(parser, program="hmmsearch"):
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_integer_at_least(0), metavar="N", help="worker threads, 0 for one [all cores]")
     engine.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="filter backend [auto]")
-    engine.add_argument("--scheduler", metavar="ADDRESS", help="existing Dask scheduler [start a LocalCluster]")
+    engine.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a running Dask scheduler, or the scheduler file of `gpuhmm cluster` [start a LocalCluster]",
+    )
     engine.add_argument(
         "--db-shards",
         type=_integer_at_least(1),
@@ -214,6 +218,18 @@ def build_parser():
     split.add_argument("hmmfile", metavar="HMMFILE")
     split.add_argument("outdir", metavar="OUTDIR")
     split.add_argument("--shards", type=_integer_at_least(1), default=1, metavar="N", help="model shards [1]")
+
+    warm = commands.add_parser(
+        "cluster", help="run a Dask cluster that searches share (--scheduler), until SIGINT or SIGTERM"
+    )
+    warm.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="worker backend [auto]")
+    warm.add_argument("--cpu", type=_integer_at_least(1), metavar="N", help="worker threads [all cores]")
+    warm.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]; any other needs TLS")
+    warm.add_argument("--port", type=_integer_at_least(0), default=0, metavar="N", help="scheduler port [any free]")
+    warm.add_argument("--scheduler-file", metavar="FILE", help="write the address here, for --scheduler FILE")
+    warm.add_argument("--tls-ca-file", metavar="FILE", help="CA certificate (PEM) that signed every party's")
+    warm.add_argument("--tls-cert", metavar="FILE", help="this cluster's certificate (PEM)")
+    warm.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
 
     merge = commands.add_parser("merge", help="merge `search --hits` files into HMMER tables")
     merge.add_argument("hits", metavar="HITS", nargs="+")

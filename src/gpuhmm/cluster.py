@@ -13,12 +13,15 @@ whichever worker is free first (`FLOATING_SHARE`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import importlib.util
 import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -46,6 +49,8 @@ QUIET_WORKER = {
 #: work of about the same length, so the GPU workers' scheduler does not steal. A lost
 #: worker's tasks still go elsewhere: their preference is loose.
 NO_STEALING = {"distributed.scheduler.work-stealing": False}
+#: Where a local cluster listens: its scheduler (dask_cuda's) and its dashboard take no outside connection.
+LOOPBACK = "127.0.0.1"
 
 #: The smallest tasks, this share of the cells, have no home worker. Dask queues such tasks
 #: (`distributed.scheduler.worker-saturation`) until a worker has a thread free, which a worker
@@ -152,6 +157,104 @@ def _own_gpu_only(local_cuda_cluster):
     return OwnGpuOnly
 
 
+def _local_cluster(workers, gpus, **listen):
+    """A cluster on this node: dask_cuda's with a worker per GPU where there are several, else one
+    in-process worker of `workers` threads. `listen` (host, scheduler_port, protocol, security)
+    is for a cluster other processes connect to; by default, loopback only."""
+    import dask
+    import distributed
+
+    dask.config.set(QUIET_WORKER)
+    # Any free dashboard port, on this host's loopback only: many searches may start side by side
+    # on one node, and a worker runs whatever code a client sends it. A failed task is re-raised
+    # in the client; the worker's own traceback would only bury the one-line error.
+    common = {"dashboard_address": f"{LOOPBACK}:0", "silence_logs": logging.CRITICAL, **listen}
+    if gpus > 1:
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as error:
+            raise GpuhmmError(
+                "dask_cuda",
+                f"{gpus} GPUs need it for their workers ({error}); "
+                "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU",
+            ) from error
+        dask.config.set(NO_STEALING)
+        common.setdefault("host", LOOPBACK)
+        with dask.config.set(FORKED_WORKERS):
+            return _own_gpu_only(LocalCUDACluster)(n_workers=gpus, threads_per_worker=max(1, workers // gpus), **common)
+    return distributed.LocalCluster(n_workers=1, threads_per_worker=workers, processes=False, **common)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmCluster:
+    """`gpuhmm cluster`: where it listens, its workers, its TLS files (all three, or none), and
+    the file it writes its address to."""
+
+    backend: str = "auto"
+    cpus: int | None = None
+    host: str = LOOPBACK
+    port: int = 0
+    scheduler_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def listen(self):
+        """The listening arguments of `_local_cluster`; TLS is mutual (clients need a certificate
+        the CA signed) and required for any host but loopback."""
+        tls = (self.tls_ca_file, self.tls_cert, self.tls_key)
+        if any(tls) and not all(tls):
+            raise GpuhmmError("--tls-ca-file, --tls-cert, --tls-key", "give all three, or none")
+        if not all(tls):
+            if self.host not in (LOOPBACK, "localhost"):
+                raise GpuhmmError(
+                    f"--host {self.host}",
+                    "a worker runs whatever code a client sends it: listening beyond this host "
+                    "needs TLS (--tls-ca-file, --tls-cert, --tls-key)",
+                )
+            return {"host": self.host, "scheduler_port": self.port, "protocol": "tcp://"}
+        from distributed.security import Security
+
+        ca, cert, key = tls
+        security = Security(
+            tls_ca_file=ca,
+            **{
+                f"tls_{role}_{part}": path
+                for role in ("scheduler", "worker", "client")
+                for part, path in (("cert", cert), ("key", key))
+            },
+            require_encryption=True,
+        )
+        return {"host": self.host, "scheduler_port": self.port, "protocol": "tls://", "security": security}
+
+
+def serve(settings, stopped=None):
+    """Run a warm cluster until SIGINT or SIGTERM (or until `stopped`, a threading.Event, is
+    set): its workers keep their shards, models and kernels from one search to the next. Prints
+    its address and writes it to `settings.scheduler_file`, which is removed when it stops."""
+    import distributed
+
+    listen = settings.listen()
+    gpus = local_gpus(settings.backend)
+    cluster = _local_cluster(settings.cpus or available_cpus(), gpus, **listen)
+    stopped = stopped or threading.Event()
+    try:
+        if settings.scheduler_file:
+            with distributed.Client(cluster) as client:
+                client.write_scheduler_file(settings.scheduler_file)
+        for name in ("SIGINT", "SIGTERM"):
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(getattr(signal, name), lambda *_: stopped.set())
+        print(f"gpuhmm cluster: scheduler at {cluster.scheduler_address}", flush=True)
+        while not stopped.wait(1.0):
+            pass
+    finally:
+        cluster.close()
+        if settings.scheduler_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(settings.scheduler_file)
+
+
 class DaskExecutor:
     """Runs tasks on Dask and yields their results as they complete, reporting progress.
 
@@ -181,37 +284,16 @@ class DaskExecutor:
 
     def _start(self):
         try:
-            import dask
             import distributed
 
             imported = time.perf_counter() - self._asked_at
             if self.scheduler:
-                self._client = distributed.Client(self.scheduler, timeout="30s")
+                # A warm cluster's scheduler file (`gpuhmm cluster --scheduler-file`) or its address.
+                where = {"scheduler_file" if os.path.isfile(self.scheduler) else "address": self.scheduler}
+                self._client = distributed.Client(**where, timeout="30s")
                 log.info("connected to the Dask scheduler in %.1fs", time.perf_counter() - self._asked_at)
                 return
-            dask.config.set(QUIET_WORKER)
-            # Any free dashboard port: many searches may start side by side on one node. A
-            # failed task is re-raised in the client; the worker's own traceback would only
-            # bury the one-line error.
-            common = {"dashboard_address": ":0", "silence_logs": logging.CRITICAL}
-            if self.gpus > 1:
-                try:
-                    from dask_cuda import LocalCUDACluster
-                except ImportError as error:
-                    raise GpuhmmError(
-                        "dask_cuda",
-                        f"{self.gpus} GPUs need it for their workers ({error}); "
-                        "install gpuhmm[gpu], or set CUDA_VISIBLE_DEVICES to one GPU",
-                    ) from error
-                dask.config.set(NO_STEALING)
-                with dask.config.set(FORKED_WORKERS):
-                    self._cluster = _own_gpu_only(LocalCUDACluster)(
-                        n_workers=self.gpus, threads_per_worker=max(1, self.workers // self.gpus), **common
-                    )
-            else:
-                self._cluster = distributed.LocalCluster(
-                    n_workers=1, threads_per_worker=self.workers, processes=False, **common
-                )
+            self._cluster = _local_cluster(self.workers, self.gpus)
             self._client = distributed.Client(self._cluster)
             if not self.in_process:
                 log.info(
