@@ -24,7 +24,7 @@ from ..output.records import IS_INCLUDED, IS_REPORTED, AlignmentRecord, DomainRe
 F32 = np.float32
 #: Pair outcomes (kernels/tail/common.cuh, `Status`).
 OK, RANGE, CAPACITY, UNCERTAIN = range(4)
-#: Domains a pair may report before it goes to pyhmmer; text bytes per domain column.
+#: Domains a pair may have before it goes to pyhmmer.
 MAX_DOMAINS = 32
 LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
 FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
@@ -82,6 +82,7 @@ def hit_flags(pipeline, score, lnP):
     return IS_REPORTED | (IS_INCLUDED if reportable(pipeline, score, lnP, "inc_by_E", "incE", "incT", "Z") else 0)
 
 
+# The structs the kernel reads and writes, field for field as kernels/tail/*.cuh declare them.
 _pointer = ctypes.c_void_p
 
 

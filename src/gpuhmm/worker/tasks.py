@@ -52,13 +52,13 @@ def run_task(task, shared):
             outcome = filtered[index]
             started_tail, started_cpu = time.perf_counter(), time.thread_time()
             if finished is None:
-                survivors, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
+                searched, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
             else:
-                survivors, on_gpu, passed = finished[index]
+                searched, on_gpu, passed = finished[index]
             _add(stage_seconds, "pairs_finished_on_gpu", on_gpu)
             _add(stage_seconds, "pairs_to_pyhmmer", len(outcome.survivors) - on_gpu)
             found = tophits.counting_whole_shard(
-                survivors,
+                searched,
                 shard.sequences,
                 shard.residues,
                 known={"n_past_msv": len(outcome.passed_msv), "n_past_bias": len(outcome.passed_bias)},
