@@ -33,8 +33,6 @@ STAGES = {"ssv": 0, "msv": 1}
 BIAS_CTA_THREADS = 128
 F1_THREADS = 256
 LAYOUT_THREADS = 128
-TAIL_THREADS = 64
-TAIL_CALLS = 2
 
 
 #: What CuPy's RawModule adds to the options it is given before it calls NVRTC; `_nvrtc` calls
@@ -96,7 +94,7 @@ class GpuEngine:
         self._kernel_locks = {}
         self._cache_failures = 0
         self._thread = threading.local()
-        self._tail_slots = threading.BoundedSemaphore(TAIL_CALLS)  # each takes up to SCRATCH_BUDGET
+        self._tail_slots = threading.BoundedSemaphore(domaindef.CALLS_AT_ONCE)
 
     @contextlib.contextmanager
     def _stream(self):
@@ -361,18 +359,18 @@ class GpuEngine:
         """The stages after the Forward filter (kernels/tail/tail.cu) for a `domaindef.PairBatch`:
         its outputs (`domaindef.output_arrays`) on the host, and their device address."""
         scratch, out = batch.bounds()
-        blocks = -(-domaindef.threads_for(len(batch.pairs), scratch, self.memory_bytes) // TAIL_THREADS)
+        threads = domaindef.CTA_THREADS
+        blocks = -(-domaindef.threads_for(len(batch.pairs), scratch, self.memory_bytes) // threads)
         with self._tail_slots, self._stream():
-            blob = cupy.asarray(batch.models.blob)
             device = {name: cupy.asarray(array) for name, array in batch.inputs().items()}
-            device["models"] = cupy.asarray(batch.models.table(blob.data.ptr))
-            device["scratch"] = cupy.empty(blocks * TAIL_THREADS * scratch, dtype=np.uint8)
+            device["models"] = cupy.asarray(batch.models.table(device["blob"].data.ptr))
+            device["scratch"] = cupy.empty(blocks * threads * scratch, dtype=np.uint8)
             outputs = domaindef.output_arrays(len(batch.pairs), out)
             device.update((name, cupy.zeros_like(array)) for name, array in outputs.items())
             struct = batch.struct(lambda name: device[name].data.ptr, len(batch.pairs), scratch, out)
             kernel = self._compiled("tail/tail.cu", "gpuhmm::tail_pairs", exact=True)
             pointer = cupy.asarray(np.frombuffer(bytes(struct), dtype=np.uint8))
-            kernel((blocks,), (TAIL_THREADS,), (pointer,))
+            kernel((blocks,), (threads,), (pointer,))
             return {name: cupy.asnumpy(device[name]) for name in outputs}, device["out"].data.ptr
 
     def resident(self, array):

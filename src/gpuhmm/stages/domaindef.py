@@ -231,8 +231,9 @@ def scratch_bytes(L, M, Kp=29):
     return _aligned(base + np.maximum(region, envelope) + 64 * 48 + 65536, 256)
 
 
-#: Device memory one call's scratch may take: at most this, and at most a quarter of the GPU's.
-SCRATCH_BUDGET = 8 << 30
+#: Device memory one call's scratch may take: at most this, and at most a quarter of the GPU's;
+#: calls a GPU runs at once; threads per CTA.
+SCRATCH_BUDGET, CALLS_AT_ONCE, CTA_THREADS = 8 << 30, 2, 64
 
 
 def largest_first(models, lengths, pair_model, pair_sequence):
@@ -311,8 +312,10 @@ class PairBatch:
         return int(scratch_bytes(L, M).max()), int(out_bytes(L, M).max())
 
     def inputs(self):
-        """The host arrays the kernel reads, by `Batch` field name (the models apart)."""
+        """The host arrays the kernel reads, by `Batch` field name; `blob` is what `models` (the
+        Model structs, `ModelPack.table`) point into."""
         return dict(
+            blob=self.models.blob,
             residues=np.ascontiguousarray(self.residues),
             offsets=self.offsets,
             lengths=self.lengths,
