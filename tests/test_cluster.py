@@ -48,6 +48,7 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch, visible, count):
     assert cluster.local_gpus("gpu") == count
     assert cluster.local_gpus("auto") == count
     assert cluster.local_gpus("cpu") == 0
+    assert cluster.local_gpus("gpu", scheduler="tcp://127.0.0.1:8786") == 0  # its workers have them
 
 
 def test_auto_without_dask_cuda_keeps_the_local_cluster(monkeypatch):

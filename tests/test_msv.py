@@ -195,6 +195,8 @@ def test_a_cluster_of_gpus_leaves_cuda_to_its_workers(monkeypatch):
         search.resolve_backend("gpu", cluster_gpus=2)
     monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: object())
     assert search.resolve_backend("gpu", cluster_gpus=2) == "gpu"
+    # The same for --backend gpu on a running scheduler's workers (a warm cluster).
+    assert search.resolve_backend("gpu", scheduler="tcp://127.0.0.1:8786") == "gpu"
 
     monkeypatch.setattr(worker_state, "gpu_problem", lambda: "no CUDA GPU is visible to this process")
     with pytest.raises(GpuhmmError, match=r"--backend gpu on .+:\d+: no CUDA GPU is visible"):

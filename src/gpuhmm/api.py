@@ -171,12 +171,12 @@ def _prepared(job, read_models, models_reread=False):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.cpus or available_cpus()
-    executor = job.executor or DaskExecutor(engine.scheduler, cpus, gpus=local_gpus(engine.backend))
+    executor = job.executor or DaskExecutor(engine.scheduler, cpus, gpus=local_gpus(engine.backend, engine.scheduler))
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
         queries_path, sequences_path = (_readable(name, cleanup) for name in (job.queries, job.sequences))
-        backend = engine_search.resolve_backend(engine.backend, executor.gpus)
+        backend = engine_search.resolve_backend(engine.backend, executor.gpus, engine.scheduler)
         started = time.perf_counter()
         hmms = read_models(queries_path)
         searched = models.ModelsOnDisk.of(queries_path, hmms) if models_reread else hmms

@@ -94,7 +94,7 @@ def _search(args, command):
     # `--cpu 0` is hmmsearch's serial mode: one worker thread.
     cpus = max(1, args.cpu) if args.cpu is not None else available_cpus()
     engine = _engine(args, cpus)
-    executor = DaskExecutor(args.scheduler, cpus, gpus=local_gpus(args.backend))
+    executor = DaskExecutor(args.scheduler, cpus, gpus=local_gpus(args.backend, args.scheduler))
     read_ahead = _start_reading(args, executor)
     from . import api
 

@@ -69,10 +69,11 @@ FORKED_WORKERS = {"distributed.worker.multiprocessing-method": "forkserver"}
 CONTEXT_PRELOAD, CONTEXT_PRELOAD_ARGUMENT = "dask_cuda.initialize", "--create-cuda-context"
 
 
-def local_gpus(backend):
+def local_gpus(backend, scheduler=None):
     """The GPUs a cluster started here gives a worker each: none for the CPU backend, nor for
-    `auto` without dask_cuda installed (the CPU path then runs as it would anywhere)."""
-    if backend == "cpu" or (backend == "auto" and importlib.util.find_spec("dask_cuda") is None):
+    `auto` without dask_cuda installed (the CPU path then runs as it would anywhere), nor where a
+    running `scheduler` is used instead."""
+    if scheduler or backend == "cpu" or (backend == "auto" and importlib.util.find_spec("dask_cuda") is None):
         return 0
     return _visible_gpus()
 

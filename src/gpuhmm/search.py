@@ -43,15 +43,16 @@ class SearchResult:
     workers: dict = dataclasses.field(default_factory=dict)
 
 
-def resolve_backend(requested, cluster_gpus=0):
+def resolve_backend(requested, cluster_gpus=0, scheduler=None):
     """The backend a run uses: "gpu" where asked for (or, with "auto", where a GPU is usable).
 
-    With a local cluster of several GPUs (`cluster_gpus`), CUDA is its workers' alone: this
-    process only checks that CuPy is installed (loading it here would hold this process's
-    interpreter lock while Dask starts the workers), and each worker finds its GPU."""
+    With a local cluster of several GPUs (`cluster_gpus`), or `--backend gpu` on a running
+    `scheduler`'s workers, CUDA is the workers' alone: this process only checks that CuPy is
+    installed (starting CUDA here would cost a second and a context on a GPU it does not use),
+    and each worker finds its GPU."""
     if requested == "cpu":
         return "cpu"
-    problem = cupy_problem() if cluster_gpus > 1 else gpu_problem()
+    problem = cupy_problem() if cluster_gpus > 1 or (scheduler and requested == "gpu") else gpu_problem()
     if problem is None:
         return "gpu"
     if requested == "gpu":
