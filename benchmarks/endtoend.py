@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -343,6 +344,50 @@ def timed_peer(models_path, db_path, threads, directory, log):
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class RunPlace:
+    """What endtoend.py and realdata.py settle before they run: the GPU (name, driver), the result
+    JSON and its PNG, the scratch directory, the environment gpuhmm runs in, gpuhmm's version."""
+
+    gpu: str | None
+    driver: str | None
+    out: Path
+    png: Path
+    work: Path
+    env: dict
+    gpuhmm_version: str | None
+
+    @classmethod
+    def of(cls, args, benchmark):
+        name, driver = gpu_name() if args.backend != "cpu" else (None, None)
+        tag = gpu_tag(name) or f"cpu-{host_tag()}"
+        out = args.out or HERE / "results" / f"{benchmark}-{tag}{'-quick' if args.quick else ''}.json"
+        work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix=f"gpuhmm-{benchmark}-"))
+        work.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
+        try:
+            from gpuhmm import __version__ as version
+        except ImportError:
+            version = None
+        return cls(name, driver, out, out.with_suffix(".png"), work, env, version)
+
+
+def hmmsearch_command(binary, threads, tables, models, sequences):
+    """hmmsearch with `threads`, no report, the tables at `tables` (table_flags' paths)."""
+    return [
+        binary,
+        "--cpu",
+        str(threads),
+        "--noali",
+        "-o",
+        os.devnull,
+        *table_flags(tables),
+        str(models),
+        str(sequences),
+    ]
+
+
 def add_run_arguments(parser, name, full, quick):
     """The arguments endtoend.py and realdata.py share: the models and the proteome, the size of
     the run (`full` and `quick` presets), threads, gpuhmm's backend and where results go."""
@@ -409,19 +454,9 @@ def main(argv=None):
     target_residues = int(preset["residues"] if args.residues is None else args.residues)
     fraction = preset["hmmsearch_fraction"] if args.hmmsearch_fraction is None else args.hmmsearch_fraction
     threads = args.threads
-    name, driver = gpu_name() if args.backend != "cpu" else (None, None)
-    tag = gpu_tag(name) or f"cpu-{host_tag()}"
-    out = args.out or HERE / "results" / f"endtoend-{tag}{'-quick' if args.quick else ''}.json"
-    png = out.with_suffix(".png")
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gpuhmm-e2e-"))
-    work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-
-    try:
-        from gpuhmm import __version__ as gpuhmm_version
-    except ImportError:
-        gpuhmm_version = None
+    place = RunPlace.of(args, "endtoend")
+    name, driver, out, png, work, env = place.gpu, place.driver, place.out, place.png, place.work, place.env
+    gpuhmm_version = place.gpuhmm_version
     hmmsearch_binary = shutil.which("hmmsearch")
     # where CuPy keeps compiled kernels (gpuhmm.engine.gpu's default unless CUPY_CACHE_DIR is set)
     kernel_cache = Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cache" / "gpuhmm" / "kernels")
@@ -690,32 +725,11 @@ def main(argv=None):
             with open(state["sub_path"]) as source:
                 one.write_text(source.readline() + source.readline())
             fixed = run_timed(
-                [
-                    hmmsearch_binary,
-                    "--cpu",
-                    str(threads),
-                    "--noali",
-                    "-o",
-                    os.devnull,
-                    "--tblout",
-                    os.devnull,
-                    str(state["models_path"]),
-                    str(one),
-                ],
+                hmmsearch_command(hmmsearch_binary, threads, {"tblout": os.devnull}, state["models_path"], one),
                 work / "hmmsearch-one.log",
             )
             paths = table_paths(work / "hmmsearch")
-            command = [
-                hmmsearch_binary,
-                "--cpu",
-                str(threads),
-                "--noali",
-                "-o",
-                os.devnull,
-                *table_flags(paths),
-                str(state["models_path"]),
-                str(state["sub_path"]),
-            ]
+            command = hmmsearch_command(hmmsearch_binary, threads, paths, state["models_path"], state["sub_path"])
             entry["command"] = shlex.join(command)
             wall = run_timed(command, work / "hmmsearch.log")
             scale = result["residues"] / entry["residues"]

@@ -68,7 +68,6 @@ import shutil
 import socket
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -81,12 +80,10 @@ from benchdb import background_residues, read_digital, write_fasta
 from cpu_vs_pyhmmer import compare_tables, cpu_model
 from endtoend import (
     DATA,
+    RunPlace,
     Steps,
     add_run_arguments,
-    gpu_name,
-    gpu_tag,
     gpuhmm_search,
-    host_tag,
     open_models,
     plot,
     run_timed,
@@ -97,8 +94,6 @@ from endtoend import (
     timed_peer,
 )
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 DEFAULT_MODELS = DATA / "pfam-subset-2766.h3m.gz"
 DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
 QUICK = {"first": 100, "residues": 1_000_000}
@@ -247,19 +242,9 @@ def main(argv=None):
     first = preset["first"] if args.first is None else args.first
     target_residues = int(preset["residues"] if args.residues is None else args.residues)
     threads = args.threads
-    name, driver = gpu_name() if args.backend != "cpu" else (None, None)
-    tag = gpu_tag(name) or f"cpu-{host_tag()}"
-    out = args.out or HERE / "results" / f"realdata-{tag}{'-quick' if args.quick else ''}.json"
-    png = out.with_suffix(".png")
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gpuhmm-realdata-"))
-    work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-
-    try:
-        from gpuhmm import __version__ as gpuhmm_version
-    except ImportError:
-        gpuhmm_version = None
+    place = RunPlace.of(args, "realdata")
+    name, driver, out, png, work, env = place.gpu, place.driver, place.out, place.png, place.work, place.env
+    gpuhmm_version = place.gpuhmm_version
     result = {
         "benchmark": "realdata",
         "gpu": name,

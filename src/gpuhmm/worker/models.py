@@ -65,7 +65,9 @@ class ConfiguredModels:
             msv_models = msvfilter.msv_models(hmms, [optimized for optimized, _ in written])
             profiles = vitfilter.viterbi_profiles(hmms, background, written)
             forward = [fwdfilter.ForwardProfile.from_h3p(data, hmm) for hmm, (_, data) in zip(hmms, written)]
-            striped = [StripedProfile.from_configured(*configured) for configured in written]
+            striped = [
+                StripedProfile.from_configured(*configured, nodes) for configured, nodes in zip(written, forward)
+            ]
             with self._changed:
                 for index, *parts in zip(missing, msv_models, profiles, forward, striped):
                     known.setdefault(positions[index], FilterModel(*parts))

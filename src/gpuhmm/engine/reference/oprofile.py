@@ -87,9 +87,10 @@ class StripedProfile:
         return self.emissions.shape[1]
 
     @classmethod
-    def from_configured(cls, optimized, data):
-        """From an OptimizedProfile and the `.h3p` bytes it writes (`vitfilter.configured`)."""
-        nodes = ForwardProfile.from_h3p(data, optimized)
+    def from_configured(cls, optimized, data, nodes=None):
+        """From an OptimizedProfile and the `.h3p` bytes it writes (`vitfilter.configured`), or
+        from its `nodes` (a `fwdfilter.ForwardProfile`) where those are read already."""
+        nodes = nodes or ForwardProfile.from_h3p(data, optimized)
         M, Q = optimized.M, striped_count(optimized.M)
         k = np.arange(M)
         q, z = k % Q, k // Q

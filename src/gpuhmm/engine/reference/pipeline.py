@@ -23,7 +23,7 @@ from ...stages.domaindef import LOG_OMEGA, domain_flags, flogsum, hit_flags, log
 from .domaindef import define_domains
 from .fwdback import backward, forward
 from .oprofile import F32, special_transitions
-from .stotrace import FastRandomness
+from .stotrace import FastRandomness, kahan_sum
 
 LN2 = 0.69314718055994529  # eslCONST_LOG2
 
@@ -35,17 +35,6 @@ def log_survival(score, tau, lam):
 
 def _bits(nats):
     return F32(float(nats) / LN2)
-
-
-def _kahan_sum(values):
-    """`esl_vec_FSum`: Kahan-compensated float32 sum."""
-    total, compensation = F32(0.0), F32(0.0)
-    for value in values:
-        y = value - compensation
-        t = total + y
-        compensation = (t - total) - y
-        total = t
-    return total
 
 
 def passes_forward_filter(profile, fwdsc, filter_score, F3):
@@ -64,7 +53,7 @@ def score_hit(profile, target, fwdsc, definition, pipeline):
     L = len(target.residues)
     null2 = pipeline["do_null2"]
     nullsc = null_one(L)
-    seqbias = flogsum(0.0, LOG_OMEGA + float(_kahan_sum(definition.null2_scores))) if null2 else F32(0.0)
+    seqbias = flogsum(0.0, LOG_OMEGA + float(kahan_sum(definition.null2_scores))) if null2 else F32(0.0)
     pre_score = _bits(F32(fwdsc) - nullsc)
     seq_score = _bits(F32(fwdsc) - (nullsc + seqbias))
 

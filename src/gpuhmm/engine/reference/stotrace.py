@@ -52,15 +52,21 @@ class FastRandomness:
         return self.x / 4294967296.0
 
 
-def normalized(path):
-    """`esl_vec_FNorm`: the float32 weights over their Kahan-compensated float32 sum
-    (`esl_vec_FSum`), or all 1/n when the sum is 0."""
+def kahan_sum(values):
+    """`esl_vec_FSum`: Kahan-compensated float32 sum."""
     total, compensation = F32(0.0), F32(0.0)
-    for value in path:
+    for value in values:
         y = value - compensation
         t = total + y
         compensation = (t - total) - y
         total = t
+    return total
+
+
+def normalized(path):
+    """`esl_vec_FNorm`: the float32 weights over their sum (`kahan_sum`), or all 1/n when the sum
+    is 0."""
+    total = kahan_sum(path)
     if total == 0.0:
         return [F32(1.0) / F32(len(path))] * len(path)
     return [value / total for value in path]
