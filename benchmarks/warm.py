@@ -8,7 +8,8 @@ Run on the GPU machine, from the repository root:
 
 Each job runs `--repeats` times cold, then the cluster starts, then each job runs `--repeats`
 times against it; the tables of every run must equal the first cold run's. Wall times are of the
-whole `python -m gpuhmm search` process. Writes benchmarks/results/warm-<gpu>.json.
+whole `python -m gpuhmm search` process; `client_import_s` is a process that only imports Dask's
+client. Writes benchmarks/results/warm-<gpu>.json.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def main():
                     for directory, _ in found
                 ),
             }
+    # The floor of any search against a warm cluster: a new process importing Dask's client.
+    result["client_import_s"] = round(_timed([sys.executable, "-c", "import distributed"]), 3)
     result = {
         "benchmark": "warm",
         "gpu": gpu_name()[0] if args.backend != "cpu" else None,
