@@ -33,10 +33,11 @@ import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
-from gpuhmm.engine.reference.domaindef import Target  # noqa: E402
-from gpuhmm.engine.reference.oprofile import StripedProfile  # noqa: E402
-from gpuhmm.output import records  # noqa: E402
-from gpuhmm.stages import domaindef, vitfilter  # noqa: E402
+from gpuhmm.hits import records  # noqa: E402
+from gpuhmm.stages import vitfilter
+from gpuhmm.stages.tail import launch, readback, scores  # noqa: E402
+from gpuhmm.stages.tail.profile import StripedProfile  # noqa: E402
+from gpuhmm.stages.tail.target import Target  # noqa: E402
 
 from endtoend import default_threads, gpu_name, gpu_tag, open_models  # noqa: E402
 
@@ -96,15 +97,15 @@ def main():
     lengths = np.diff(offsets)
     pair_model, pair_sequence = (np.array(c) for c in zip(*pairs))
     settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), h) for h in hmms]
-    pack = domaindef.ModelPack(profiles)
+    pack = launch.ModelPack(profiles)
     engine = GpuEngine()
     runs = []
     for budget in (float(b) for b in args.budgets_gb.split(",")):
-        domaindef.SCRATCH_BUDGET = int(budget * 2**30)
+        launch.SCRATCH_BUDGET = int(budget * 2**30)
         outputs, seconds = [], 0.0
-        for part in domaindef.calls(pack, lengths, pair_model, pair_sequence, engine.memory_bytes):
-            null1 = [domaindef.null_one(int(lengths[s])) for s in pair_sequence[part]]
-            batch = domaindef.PairBatch.build(
+        for part in launch.calls(pack, lengths, pair_model, pair_sequence, engine.memory_bytes):
+            null1 = [scores.null_one(int(lengths[s])) for s in pair_sequence[part]]
+            batch = launch.PairBatch.build(
                 pack, residues, offsets, pair_model[part], pair_sequence[part], null1, settings[0], 42
             )
             if not runs and not outputs:
@@ -121,7 +122,7 @@ def main():
         for batch, output, out, out_base in outputs
         for r in zip(
             batch.pairs,
-            domaindef.read_back(batch, output, out, out_base, lambda s: Target.from_digital(proteins[s]), settings),
+            readback.read_back(batch, output, out, out_base, lambda s: Target.from_digital(proteins[s]), settings),
         )
     ]
     statuses = np.bincount([status for _, (status, _, _) in results], minlength=4).tolist()

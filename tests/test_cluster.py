@@ -30,9 +30,9 @@ from gpuhmm.cli import main
 from gpuhmm.db import database as seqdb
 from gpuhmm.db.models import ModelsOnDisk, read_models
 from gpuhmm.engine import cudadriver
+from gpuhmm.hits import tophits
+from gpuhmm.messages import SearchTask, SharedContext
 from gpuhmm.options import SearchOptions
-from gpuhmm.output import tophits
-from gpuhmm.tasks import SearchTask, SharedContext
 from gpuhmm.worker import STATE, run_task
 from gpuhmm.worker.models import ConfiguredModels
 from gpuhmm.worker.shards import ResidentShards

@@ -1,6 +1,6 @@
-"""The numpy reference of HMMER's stages after the Forward filter (engine/reference: fwdback,
+"""The numpy reference of HMMER's stages after the Forward filter (tests/oracle: fwdback,
 decoding, null2, optacc, stotrace, spensemble, domaindef, pipeline) against pyhmmer, and HMMER's
-serialized hit records (output/records).
+serialized hit records (hits/records).
 
 The reference's hits are compared with pyhmmer's field by field (every number of every hit and
 domain, and each domain's alignment display), and the tables pyhmmer's writers print from a
@@ -18,9 +18,12 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm.engine.reference.domaindef import Target
-from gpuhmm.engine.reference.oprofile import StripedProfile
-from gpuhmm.engine.reference.pipeline import (
+from gpuhmm.hits import records
+from gpuhmm.stages import vitfilter
+from gpuhmm.stages.tail.profile import StripedProfile
+from gpuhmm.stages.tail.target import Target
+
+from oracle.pipeline import (
     forward_parser,
     null_one,
     passes_forward_filter,
@@ -28,8 +31,6 @@ from gpuhmm.engine.reference.pipeline import (
     search_target,
     target_domains,
 )
-from gpuhmm.output import records
-from gpuhmm.stages import vitfilter
 
 #: (model, index of the target in proteins.faa): what each adds.
 SINGLE_DOMAIN_REGIONS = (

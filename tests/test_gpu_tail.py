@@ -9,9 +9,9 @@ import pytest
 from test_domains import CASES, SETTINGS, _records, _tables
 from test_tail_pipeline import cases  # noqa: F401 (a fixture)
 
-from gpuhmm.output import records
+from gpuhmm.hits import records
 from gpuhmm.search import gpu_problem
-from gpuhmm.stages import domaindef
+from gpuhmm.stages.tail import launch, readback, scores
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(gpu_problem() is not None, reason="no usable GPU")]
 
@@ -30,14 +30,14 @@ def test_hits_and_tables_equal_pyhmmer(engine, cases, setting):  # noqa: F811
     options = dict(Z=len(sequences), bias_filter=False, **SETTINGS[setting])
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = zip(*pairs)
-    null1 = [domaindef.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = domaindef.PairBatch.build(
-        domaindef.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
+    null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
+    batch = launch.PairBatch.build(
+        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
     )
     outputs, out_base = engine.tail(batch)
     _, out = batch.bounds()
-    results = domaindef.read_back(batch, outputs, out, out_base, targets.__getitem__, pipelines)
-    assert [status for status, _, _ in results] == [domaindef.OK] * len(CASES)
+    results = readback.read_back(batch, outputs, out, out_base, targets.__getitem__, pipelines)
+    assert [status for status, _, _ in results] == [launch.OK] * len(CASES)
     found = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in zip(batch.pairs, results)}
     for m, hmm in enumerate(models):
         mine = [found[m, s] for model, s in pairs if model == m and found[m, s] is not None]

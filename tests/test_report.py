@@ -15,8 +15,8 @@ import pyhmmer
 import pytest
 
 from gpuhmm import GpuhmmError
+from gpuhmm.hits import tophits
 from gpuhmm.options import ReportSettings
-from gpuhmm.output import tophits
 from gpuhmm.output.alidisplay import write_alignments
 from gpuhmm.output.report import ReportHeader, Stopwatch, write_report
 

@@ -1,5 +1,5 @@
 """The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host) against the
-numpy reference (engine/reference/fwdback.py, itself bit-exact with pyhmmer): parser and full
+numpy reference (tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full
 matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pyhmmer
 import pytest
 import tail_build
 
-from gpuhmm.engine.reference import fwdback
-from gpuhmm.engine.reference.oprofile import StripedProfile, special_transitions
 from gpuhmm.stages import vitfilter
+from gpuhmm.stages.tail.profile import StripedProfile, special_transitions
+
+from oracle import fwdback
 
 SHIM = """
 #include "fwdback.cuh"

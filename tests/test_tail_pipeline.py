@@ -13,10 +13,11 @@ import pytest
 import tail_build
 from test_domains import CASES, MULTI_DOMAIN_REGIONS, SETTINGS, _records, _tables
 
-from gpuhmm.engine.reference.domaindef import Target
-from gpuhmm.engine.reference.oprofile import StripedProfile
-from gpuhmm.output import records
-from gpuhmm.stages import domaindef, vitfilter
+from gpuhmm.hits import records
+from gpuhmm.stages import vitfilter
+from gpuhmm.stages.tail import launch, readback, scores
+from gpuhmm.stages.tail.profile import StripedProfile
+from gpuhmm.stages.tail.target import Target
 
 SHIM = """
 #include "batch.cuh"
@@ -32,7 +33,7 @@ def run_batch(batch):
     lib = tail_build.build(SHIM)
     lib.tail_run.argtypes = [ctypes.c_void_p]
     scratch, out = batch.bounds()
-    arrays = domaindef.output_arrays(len(batch.pairs), out)
+    arrays = launch.output_arrays(len(batch.pairs), out)
     arrays.update(batch.inputs(), scratch=np.zeros(scratch, np.uint8))
     arrays["models"] = batch.models.table(batch.models.blob.ctypes.data)
     struct = batch.struct(lambda name: arrays[name].ctypes.data, len(batch.pairs), scratch, out)
@@ -62,14 +63,14 @@ def test_hits_and_tables_equal_pyhmmer(cases, setting):
     options = dict(Z=len(sequences), bias_filter=False, **SETTINGS[setting])
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
-    null1 = [domaindef.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = domaindef.PairBatch.build(
-        domaindef.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
+    null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
+    batch = launch.PairBatch.build(
+        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
     )
     scratch, out = batch.bounds()
     outputs = run_batch(batch)
-    results = domaindef.read_back(batch, outputs, out, outputs["out"].ctypes.data, targets.__getitem__, pipelines)
-    assert [status for status, _, _ in results] == [domaindef.OK] * len(pairs)
+    results = readback.read_back(batch, outputs, out, outputs["out"].ctypes.data, targets.__getitem__, pipelines)
+    assert [status for status, _, _ in results] == [launch.OK] * len(pairs)
     found = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in zip(batch.pairs, results)}
     compared = 0
     for m, hmm in enumerate(models):
@@ -89,9 +90,9 @@ def test_multi_domain_cases_are_clustered(cases):
     models, profiles, residues, offsets, targets, pairs, sequences, chosen = cases
     pipeline = records.pipeline_settings(pyhmmer.plan7.Pipeline(sequences[0].alphabet), models[0])
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
-    null1 = [domaindef.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = domaindef.PairBatch.build(
-        domaindef.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipeline, 42
+    null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
+    batch = launch.PairBatch.build(
+        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipeline, 42
     )
     outputs = run_batch(batch)
     clustered = batch.pairs[outputs["counts"].reshape(-1, 4)[:, 1] > 0]

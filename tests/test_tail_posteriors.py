@@ -1,5 +1,5 @@
 """The tail's posterior headers (kernels/tail/decoding.cuh, null2.cuh, optacc.cuh), built for the
-host, against the numpy reference (engine/reference/decoding.py, null2.py, optacc.py, itself
+host, against the numpy reference (tests/oracle/decoding.py, null2.py, optacc.py, itself
 bit-exact with pyhmmer through test_domains), every float bit for bit: domain decoding of whole
 targets' parser matrices; per envelope (the reference domain definition's, and sub-ranges)
 posterior decoding out of place and in place, null2 by expectation, the optimal accuracy matrix
@@ -15,12 +15,14 @@ import pytest
 import tail_build
 from test_domains import _profiles
 
-from gpuhmm.engine.reference import decoding, null2, optacc
-from gpuhmm.engine.reference.domaindef import Target, define_domains
-from gpuhmm.engine.reference.fwdback import SCALE, DPMatrix, N, RangeError, backward, forward
-from gpuhmm.engine.reference.oprofile import F32, special_transitions
-from gpuhmm.engine.reference.stotrace import FastRandomness, stochastic_trace
-from gpuhmm.engine.reference.trace import Trace as ReferenceTrace
+from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.target import Target
+
+from oracle import decoding, null2, optacc
+from oracle.domaindef import define_domains
+from oracle.fwdback import SCALE, DPMatrix, N, RangeError, backward, forward
+from oracle.stotrace import FastRandomness, stochastic_trace
+from oracle.trace import Trace as ReferenceTrace
 
 SHIM = r"""
 #include "decoding.cuh"

@@ -1,5 +1,5 @@
 """The tail's sampling headers (kernels/tail/stotrace.cuh, spensemble.cuh), built for the host,
-against the numpy reference (engine/reference/stotrace.py, spensemble.py), exactly: the
+against the numpy reference (tests/oracle/stotrace.py, spensemble.py), exactly: the
 generator's draws, FNorm and FChoose, 200 stochastic traces of real multi-domain regions (every
 step, and the generator's state after), and the clustering of their sampled domains and of
 synthetic segment sets into envelopes (every field, in order)."""
@@ -13,12 +13,13 @@ import pytest
 import tail_build
 from test_domains import _profiles
 
-from gpuhmm.engine.reference import domaindef, fwdback
-from gpuhmm.engine.reference.domaindef import Target
-from gpuhmm.engine.reference.oprofile import F32, special_transitions
-from gpuhmm.engine.reference.pipeline import forward_parser, target_domains
-from gpuhmm.engine.reference.spensemble import Segments, cluster
-from gpuhmm.engine.reference.stotrace import FastRandomness, _Sampler, choose, normalized, stochastic_trace
+from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.target import Target
+
+from oracle import domaindef, fwdback
+from oracle.pipeline import forward_parser, target_domains
+from oracle.spensemble import Segments, cluster
+from oracle.stotrace import FastRandomness, _Sampler, choose, normalized, stochastic_trace
 
 SHIM = r"""
 #include <cstdlib>

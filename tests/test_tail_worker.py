@@ -13,7 +13,7 @@ from test_tail_pipeline import run_batch
 
 from gpuhmm import search
 from gpuhmm.engine.reference import ReferenceEngine
-from gpuhmm.stages import domaindef
+from gpuhmm.stages.tail import launch
 from gpuhmm.worker import STATE
 
 GPU_DOMAINS = ("--domaindef", "gpu")
@@ -31,7 +31,7 @@ class HostTailEngine(ReferenceEngine):
     def tail(self, batch):
         outputs = run_batch(batch)
         if self.refuse:
-            outputs["status"][:: self.refuse] = domaindef.CAPACITY
+            outputs["status"][:: self.refuse] = launch.CAPACITY
         self.pairs += len(batch.pairs)
         return outputs, outputs["out"].ctypes.data
 

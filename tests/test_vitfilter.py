@@ -8,7 +8,7 @@ import pytest
 
 from gpuhmm.engine.reference.biasfilter import bias_scores
 from gpuhmm.engine.reference.vitfilter import viterbi_scores
-from gpuhmm.output.tophits import filter_counts
+from gpuhmm.hits.tophits import filter_counts
 from gpuhmm.stages import msvfilter, vitfilter
 
 from conftest import msv_filter_scores

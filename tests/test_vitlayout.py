@@ -12,7 +12,7 @@ from gpuhmm.engine import filters
 from gpuhmm.engine.pairs import pair_batch
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.engine.reference.vitfilter import emulate, viterbi_scores
-from gpuhmm.output.tophits import filter_counts
+from gpuhmm.hits.tophits import filter_counts
 from gpuhmm.stages import msvfilter, vitfilter, vitlayout
 
 from conftest import filter_profiles

@@ -20,8 +20,8 @@ import numpy as np
 from .db.models import balance_by_length, guided_groups
 from .engine import cupy_problem, gpu_problem
 from .errors import GpuhmmError
-from .output import tophits
-from .tasks import ScanPiece, SearchTask, SharedContext
+from .hits import tophits
+from .messages import ScanPiece, SearchTask, SharedContext
 from .worker import run_task, scan_filter_task, scan_task
 
 log = logging.getLogger("gpuhmm")

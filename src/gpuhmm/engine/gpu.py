@@ -22,8 +22,9 @@ os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..stages import biasfilter, domaindef, fwdfilter, msvfilter, vitlayout  # noqa: E402
+from ..stages import biasfilter, fwdfilter, msvfilter, vitlayout  # noqa: E402
 from ..stages.msvlayout import model_tables  # noqa: E402
+from ..stages.tail import launch as tail_launch  # noqa: E402
 from . import cudadriver, kernelcache, tuning  # noqa: E402
 from .resident import ResidentCache  # noqa: E402
 
@@ -94,7 +95,7 @@ class GpuEngine:
         self._kernel_locks = {}
         self._cache_failures = 0
         self._thread = threading.local()
-        self._tail_slots = threading.BoundedSemaphore(domaindef.CALLS_AT_ONCE)
+        self._tail_slots = threading.BoundedSemaphore(tail_launch.CALLS_AT_ONCE)
 
     @contextlib.contextmanager
     def _stream(self):
@@ -356,16 +357,16 @@ class GpuEngine:
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
     def tail(self, batch):
-        """The stages after the Forward filter (kernels/tail/tail.cu) for a `domaindef.PairBatch`:
-        its outputs (`domaindef.output_arrays`) on the host, and their device address."""
+        """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.PairBatch`:
+        its outputs (`output_arrays`) on the host, and their device address."""
         scratch, out = batch.bounds()
-        threads = domaindef.CTA_THREADS
-        blocks = -(-domaindef.threads_for(len(batch.pairs), scratch, self.memory_bytes) // threads)
+        threads = tail_launch.CTA_THREADS
+        blocks = -(-tail_launch.threads_for(len(batch.pairs), scratch, self.memory_bytes) // threads)
         with self._tail_slots, self._stream():
             device = {name: cupy.asarray(array) for name, array in batch.inputs().items()}
             device["models"] = cupy.asarray(batch.models.table(device["blob"].data.ptr))
             device["scratch"] = cupy.empty(blocks * threads * scratch, dtype=np.uint8)
-            outputs = domaindef.output_arrays(len(batch.pairs), out)
+            outputs = tail_launch.output_arrays(len(batch.pairs), out)
             device.update((name, cupy.zeros_like(array)) for name, array in outputs.items())
             struct = batch.struct(lambda name: device[name].data.ptr, len(batch.pairs), scratch, out)
             kernel = self._compiled("tail/tail.cu", "gpuhmm::tail_pairs", exact=True)

@@ -24,9 +24,9 @@ from typing import BinaryIO, TextIO
 
 from pyhmmer.plan7 import TopHits
 
+from ..hits.records import domain_counts, domain_oasc
 from ..options import ReportSettings
 from .alidisplay import included_domains, write_alignment, write_alignments
-from .records import domain_counts, domain_oasc
 from .report_header import Program, ReportHeader, write_header
 
 _DOMAIN_TABLE_HEAD = (

@@ -11,8 +11,8 @@ import threading
 import pyhmmer.plan7
 
 from ..db.models import shortest_first
-from ..engine.reference.oprofile import StripedProfile
 from ..stages import fwdfilter, msvfilter, vitfilter
+from ..stages.tail.profile import StripedProfile
 
 log = logging.getLogger("gpuhmm")
 

@@ -1,5 +1,5 @@
 """The stages after the Forward filter for one task's models on one shard, on the GPU
-(`stages.domaindef`, kernels/tail/): HMMER's `p7_Pipeline` from the Forward parser on.
+(`stages.tail`, kernels/tail/): HMMER's `p7_Pipeline` from the Forward parser on.
 
 Every model's survivors of the GPU filters go to the GPU in one batch. The pairs it cannot vouch
 for (a status other than OK: a HMMER range error, a capacity of the kernel, a rounding it cannot
@@ -15,9 +15,9 @@ import logging
 
 import numpy as np
 
-from ..engine.reference.domaindef import Target
-from ..output import records
-from ..stages import domaindef
+from ..hits import records
+from ..stages.tail import launch, readback
+from ..stages.tail.target import Target
 
 log = logging.getLogger("gpuhmm")
 
@@ -40,9 +40,9 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
         unique, pair_sequence = np.unique(positions, return_inverse=True)
         residues, offsets = shard.tail_sequences(unique)
         block = shard.subset(unique)
-        pack = domaindef.ModelPack([f.striped for f in filter_models])
-        for part in domaindef.calls(pack, np.diff(offsets), pair_model, pair_sequence, engine.memory_bytes):
-            batch = domaindef.PairBatch.build(
+        pack = launch.ModelPack([f.striped for f in filter_models])
+        for part in launch.calls(pack, np.diff(offsets), pair_model, pair_sequence, engine.memory_bytes):
+            batch = launch.PairBatch.build(
                 pack, residues, offsets, pair_model[part], pair_sequence[part], scores[part], settings[0], seed
             )
             try:
@@ -51,11 +51,11 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
                 log.warning("GPU out of memory in the domain stages (%s); %d pairs go to pyhmmer", error, len(part))
                 continue
             _, out = batch.bounds()
-            results = domaindef.read_back(
+            results = readback.read_back(
                 batch, outputs, out, out_base, lambda s: Target.from_digital(block[s]), settings
             )
             for pair, (status, passed, record) in zip(batch.pairs, results):
-                if status == domaindef.OK:
+                if status == launch.OK:
                     finished[int(pair["model"]), int(unique[pair["sequence"]])] = (passed, record)
     found = []
     for m, (model, outcome) in enumerate(zip(models, outcomes)):

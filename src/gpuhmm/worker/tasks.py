@@ -17,8 +17,8 @@ import numpy as np
 import pyhmmer.plan7
 
 from ..errors import GpuhmmError
-from ..output import tophits
-from ..tasks import TaskResult
+from ..hits import tophits
+from ..messages import TaskResult
 from . import tail
 from .state import STATE, worker_name
 

@@ -1,13 +1,11 @@
 """The numpy reference engine: every kernel's arithmetic in numpy, behind the GPU engine's interface.
 
 It is the CPU backend's engine where the GPU path is exercised without a GPU (tests), the oracle
-CI checks the kernels' arithmetic against, and the host fallback for what a kernel leaves out.
-The models of HMMER's own arithmetic live beside it, one module per stage: `msvfilter` (the SSV
-and MSV lanes), `biasfilter` (`p7_bg_FilterScore`), `vitfilter` (`p7_ViterbiFilter` and the Viterbi
-kernel's lanes) and `fwdfilter` (`p7_ForwardParser` in float64); and, bit for bit, every stage
-after the Forward filter, the oracle of the domain stages' kernels: `pipeline` (`p7_Pipeline` from
-the Forward parser on), `fwdback`, `decoding`, `domaindef`, `stotrace`, `spensemble`, `null2`,
-`optacc`, `trace` and `alidisplay`, on `oprofile`'s striped parameters.
+CI checks the filter kernels' arithmetic against, and the host fallback for what a kernel leaves
+out. The models of HMMER's own arithmetic live beside it, one module per stage: `msvfilter` (the
+SSV and MSV lanes), `biasfilter` (`p7_bg_FilterScore`), `vitfilter` (`p7_ViterbiFilter` and the
+Viterbi kernel's lanes) and `fwdfilter` (`p7_ForwardParser` in float64). The oracle of the stages
+after the Forward filter is the tests' own (`tests/oracle/`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ p + 0.05 ≥ 1 gives '*', else the digit ⌊(p + 0.05)·10⌋.
 
 from __future__ import annotations
 
-from ...output.records import AlignmentRecord
+from gpuhmm.hits.records import AlignmentRecord
 
 
 def encode_posterior(p):

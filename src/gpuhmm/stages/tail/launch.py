@@ -1,85 +1,28 @@
 """HMMER 3.4's stages after the Forward filter (`p7_Pipeline` from `p7_ForwardParser` on:
 `src/p7_pipeline.c`, `src/p7_domaindef.c`) as batches for `kernels/tail/`: the pairs, models and
-host-side terms the kernel reads, and the hits it writes, read back as `output.records`.
+host-side terms (`scores`) the kernel reads, its capacities, and the sizes of what it writes.
 
 The kernel runs the whole tail of a pair, from the Forward parser and the exact F3 test to the
-scores of the hit and each domain's alignment lines. The host adds what depends on glibc's
-double `log` of the target length alone (the null1 score and the length correction), builds
-`p7_FLogsum`'s table as `p7_FLogsumInit` does, and decides which hits are reported and included
-(`exp(lnP)·Z` against E in double), as `score_hit` in the numpy reference does. A pair whose
-status is not `OK` goes to pyhmmer.
+scores of the hit and each domain's alignment lines; `readback` turns what it writes into hit
+records. A pair whose status is not `OK` goes to pyhmmer.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import functools
-import math
 
 import numpy as np
 
-from ..output.records import IS_INCLUDED, IS_REPORTED, AlignmentRecord, DomainRecord, HitRecord
+from .scores import flogsum_table, log_length, null_one
 
 F32 = np.float32
 #: Pair outcomes (kernels/tail/common.cuh, `Status`).
 OK, RANGE, CAPACITY, UNCERTAIN = range(4)
 #: Domains a pair may have before it goes to pyhmmer.
 MAX_DOMAINS = 32
-LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
-FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
 #: kernels/tail/domaindef.cuh's capacities.
 MAX_SEGMENTS, MAX_TRACE_DOMAINS, MAX_ENVELOPES = 4096, 256, 256
-
-
-@functools.cache
-def flogsum_table():
-    """`p7_FLogsumInit`: log(1 + e^(−i/1000)) in float32 for i < 16000."""
-    return np.array([math.log(1.0 + math.exp(-i / 1000.0)) for i in range(FLOGSUM_ENTRIES)], dtype=F32)
-
-
-def flogsum(a, b):
-    """`p7_FLogsum`: log(e^a + e^b) in float32 by table lookup."""
-    a, b = F32(a), F32(b)
-    high, low = (a, b) if a > b else (b, a)
-    if low == -np.inf or high - low >= F32(15.7):
-        return high
-    return high + flogsum_table()[int((high - low) * FLOGSUM_SCALE)]
-
-
-@functools.cache
-def null_one(L):
-    """`p7_bg_NullOne` after `p7_bg_SetLength(bg, L)`: the null model's score in nats."""
-    p1 = F32(L) / F32(L + 1)
-    return F32(float(F32(L)) * math.log(float(p1)) + math.log(1.0 - float(p1)))
-
-
-@functools.cache
-def log_length(L):
-    """log(L ⊘ (L + 3)): the per-residue length correction of the sum and domain scores."""
-    return math.log(float(F32(L) / F32(L + 3)))
-
-
-def reportable(pipeline, score, lnP, by_E, E, T, Z):
-    """`p7_pli_TargetReportable` and its siblings, for one setting pair (by E-value or score;
-    the float32 score compared in double with the double threshold)."""
-    return math.exp(lnP) * pipeline[Z] <= pipeline[E] if pipeline[by_E] else float(score) >= pipeline[T]
-
-
-def domain_flags(pipeline, bitscore, lnP):
-    """(is_reported, is_included) of a domain as `p7_Pipeline` sets them at hit creation: by the
-    model's own cutoffs under `--cut_*` (pyhmmer keeps those), else left to the thresholding."""
-    if not pipeline["use_bit_cutoffs"]:
-        return False, False
-    reported = reportable(pipeline, bitscore, lnP, "dom_by_E", "domE", "domT", "domZ")
-    return reported, reported and reportable(pipeline, bitscore, lnP, "incdom_by_E", "incdomE", "incdomT", "domZ")
-
-
-def hit_flags(pipeline, score, lnP):
-    """A new hit's flags: reported, and included by the model's own cutoffs, under `--cut_*`."""
-    if not pipeline["use_bit_cutoffs"]:
-        return 0
-    return IS_REPORTED | (IS_INCLUDED if reportable(pipeline, score, lnP, "inc_by_E", "incE", "incT", "Z") else 0)
 
 
 # The structs the kernel reads and writes, field for field as kernels/tail/*.cuh declare them.
@@ -352,112 +295,3 @@ def output_arrays(npairs, out):
         nexpected=np.zeros(npairs, F32),
         out=np.zeros(npairs * out, np.uint8),
     )
-
-
-def _alignment(profile, target, domain, text):
-    N = int(domain["N"])
-    count = 4 + (profile.reference is not None) + (profile.structure is not None)
-    lines = [text[c * N : (c + 1) * N].decode("ascii") for c in range(count)]
-    rf = lines.pop(4) if profile.reference is not None else None
-    cs = lines.pop(4) if profile.structure is not None else None
-    return AlignmentRecord(
-        N=N,
-        hmmfrom=int(domain["hmmfrom"]),
-        hmmto=int(domain["hmmto"]),
-        M=profile.M,
-        sqfrom=int(domain["iali"]),
-        sqto=int(domain["jali"]),
-        L=len(target.residues),
-        model=lines[0],
-        mline=lines[1],
-        aseq=lines[2],
-        ppline=lines[3],
-        rfline=rf,
-        csline=cs,
-        hmmname=profile.name,
-        hmmacc=profile.accession or "",
-        hmmdesc=profile.description or "",
-        sqname=target.name,
-        sqacc=target.accession,
-        sqdesc=target.description,
-    )
-
-
-def hit_record(profile, target, pipeline, hit, domains, texts, definition):
-    """The HitRecord of a pair the kernel finished (`hit`: a HIT_DTYPE row; `domains`: its
-    DOMAIN_DTYPE rows, `texts` their lines; `definition`: nexpected and the four counts), or None
-    where it is not reportable; thresholds as `p7_Pipeline` applies them at hit creation."""
-    score, lnP = F32(hit["score"]), float(hit["lnP"])
-    if not reportable(pipeline, score, lnP, "by_E", "E", "T", "Z"):
-        return None
-    records = []
-    for d, text in zip(domains, texts):
-        bitscore, d_lnP = F32(d["bitscore"]), float(d["lnP"])
-        reported, included = domain_flags(pipeline, bitscore, d_lnP)
-        records.append(
-            DomainRecord(
-                ienv=int(d["ienv"]),
-                jenv=int(d["jenv"]),
-                iali=int(d["iali"]),
-                jali=int(d["jali"]),
-                envsc=float(d["envsc"]),
-                domcorrection=float(d["domcorrection"]),
-                dombias=float(d["dombias"]),
-                oasc=float(d["oasc"]),
-                bitscore=float(bitscore),
-                lnP=d_lnP,
-                is_reported=reported,
-                is_included=included,
-                alignment=_alignment(profile, target, d, text),
-            )
-        )
-    flags = hit_flags(pipeline, score, lnP)
-    nexpected, (nregions, nclustered, noverlaps, nenvelopes) = definition
-    return HitRecord(
-        name=target.name,
-        accession=target.accession or None,
-        description=target.description or None,
-        sortkey=-lnP if pipeline["inc_by_E"] else float(score),
-        score=float(score),
-        pre_score=float(F32(hit["pre_score"])),
-        sum_score=float(F32(hit["sum_score"])),
-        lnP=lnP,
-        pre_lnP=float(hit["pre_lnP"]),
-        sum_lnP=float(hit["sum_lnP"]),
-        nexpected=float(nexpected),
-        nregions=int(nregions),
-        nclustered=int(nclustered),
-        noverlaps=int(noverlaps),
-        nenvelopes=int(nenvelopes),
-        flags=flags,
-        nreported=0,
-        nincluded=0,
-        best_domain=int(hit["best_domain"]),
-        domains=tuple(records),
-    )
-
-
-def read_back(batch, outputs, out, out_base, targets, pipelines):
-    """Per pair: (status, passed, HitRecord or None) from the kernel's `outputs` (host copies of
-    `output_arrays`); `out` is the per-pair output size, `out_base` the address the kernel wrote
-    the output at, `targets(sequence)` a `reference.domaindef.Target`, `pipelines[model]` the
-    TopHits pipeline settings of each model."""
-    results = []
-    domain_bytes = DOMAIN_DTYPE.itemsize * MAX_DOMAINS
-    for p, pair in enumerate(batch.pairs):
-        status, hit = int(outputs["status"][p]), outputs["hits"][p]
-        if status != OK or not hit["passed"] or not hit["has_hit"]:
-            results.append((status, bool(hit["passed"]), None))
-            continue
-        block = outputs["out"][p * out : (p + 1) * out]
-        domains = block[:domain_bytes].view(DOMAIN_DTYPE)[: outputs["ndomains"][p]]
-        texts = []
-        for d in domains:
-            start = int(d["text"]) - out_base - p * out
-            texts.append(block[start : start + 6 * int(d["N"])].tobytes())
-        model, sequence = int(pair["model"]), int(pair["sequence"])
-        definition = (outputs["nexpected"][p], outputs["counts"][4 * p : 4 * p + 4])
-        profile = batch.models.profiles[model]
-        record = hit_record(profile, targets(sequence), pipelines[model], hit, domains, texts, definition)
-        results.append((status, True, record))
-    return results

@@ -14,8 +14,9 @@ import dataclasses
 
 import numpy as np
 
+from gpuhmm.stages.tail.profile import F32
+
 from .fwdback import SCALE, B, C, E, J, N, RangeError
-from .oprofile import F32
 
 
 def _scale_products(fwd, bck, first):

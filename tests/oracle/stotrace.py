@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuhmm.stages.tail.profile import BM, DD, DM, F32, II, IM, MD, MI, MM
+
 from .fwdback import SCALE, B, C, E, J, N
-from .oprofile import BM, DD, DM, F32, II, IM, MD, MI, MM
 from .trace import traced_back
 
 _MASK32 = 0xFFFFFFFF

@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from ...stages.fwdfilter import ForwardProfile
+from ..fwdfilter import ForwardProfile
 
 F32 = np.float32
 

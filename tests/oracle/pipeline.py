@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...output.records import HitRecord
-from ...stages.domaindef import LOG_OMEGA, domain_flags, flogsum, hit_flags, log_length, null_one, reportable
+from gpuhmm.hits.records import HitRecord
+from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.scores import LOG_OMEGA, domain_flags, flogsum, hit_flags, log_length, null_one, reportable
+
 from .domaindef import define_domains
 from .fwdback import backward, forward
-from .oprofile import F32, special_transitions
 from .stotrace import FastRandomness, kahan_sum
 
 LN2 = 0.69314718055994529  # eslCONST_LOG2
@@ -136,7 +137,7 @@ def target_domains(profile, target, fwd, seed=42):
 
 
 def search_target(profile, target, pipeline, filter_score=None, seed=42):
-    """`p7_Pipeline` from `p7_ForwardParser` on: the hit of `target` (a `domaindef.Target`) for
+    """`p7_Pipeline` from `p7_ForwardParser` on: the hit of `target` (a `stages.tail.target.Target`) for
     `profile` (an `oprofile.StripedProfile`) under `pipeline` (see `score_hit`), or None. With
     `filter_score` (the bias filter's score, or null1 without that filter) the F3 test comes
     first."""

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .oprofile import F32
+from gpuhmm.stages.tail.profile import F32
 
 #: `p7_domaindef_Create`'s clustering parameters (hmmsearch never changes them).
 MIN_OVERLAP = F32(0.8)  # of the smaller of two segments

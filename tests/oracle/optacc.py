@@ -17,8 +17,9 @@ import dataclasses
 
 import numpy as np
 
+from gpuhmm.stages.tail.profile import BM, DD, DM, F32, II, IM, MD, MI, MM
+
 from .fwdback import B, C, E, J, N, predecessors, rightshift
-from .oprofile import BM, DD, DM, F32, II, IM, MD, MI, MM
 from .trace import LOOPING, traced_back
 
 NEG_INF = F32(-np.inf)

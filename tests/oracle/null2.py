@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuhmm.stages.tail.profile import F32
+
 from .fwdback import hsum
-from .oprofile import F32
 
 
 def _odds(profile, M_use, I_use, xfactor):

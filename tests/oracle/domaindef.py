@@ -21,13 +21,14 @@ import dataclasses
 
 import numpy as np
 
-from ...output.records import DomainRecord
-from ...stages.vitfilter import libm_logf
+from gpuhmm.hits.records import DomainRecord
+from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.vitfilter import libm_logf
+
 from . import alidisplay
 from .decoding import decoding, domain_decoding
 from .fwdback import backward, forward
 from .null2 import null2_by_expectation, null2_by_trace
-from .oprofile import F32, special_transitions
 from .optacc import oa_trace, optimal_accuracy
 from .spensemble import Segments, cluster
 from .stotrace import stochastic_trace
@@ -35,26 +36,6 @@ from .stotrace import stochastic_trace
 #: `p7_domaindef_Create`'s region thresholds and sample count (hmmsearch never changes them).
 RT1, RT2, RT3 = F32(0.25), F32(0.10), F32(0.20)
 NSAMPLES = 200
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """What the tail reads of a target sequence (`ESL_SQ`): names ("" when unset) and residues."""
-
-    name: str
-    accession: str
-    description: str
-    residues: np.ndarray  # uint8 digital codes, residue i at index i − 1
-
-    @classmethod
-    def from_digital(cls, sequence):
-        """From a pyhmmer DigitalSequence."""
-        return cls(
-            name=sequence.name,
-            accession=sequence.accession,
-            description=sequence.description,
-            residues=np.asarray(sequence.sequence, dtype=np.uint8),
-        )
 
 
 @dataclasses.dataclass(frozen=True)

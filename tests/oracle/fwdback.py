@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from .oprofile import BM, DD, DM, F32, II, IM, MD, MI, MM
+from gpuhmm.stages.tail.profile import BM, DD, DM, F32, II, IM, MD, MI, MM
 
 #: Columns of `DPMatrix.specials` (p7X_E .. p7X_SCALE).
 E, N, J, B, C, SCALE = range(6)

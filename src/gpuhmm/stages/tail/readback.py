@@ -1,0 +1,123 @@
+"""What `kernels/tail/` writes, read back as HMMER's hit records (`hits.records`): the hit and
+domain fields, each domain's alignment lines (`p7_alidisplay_Create`), and the flags
+`p7_Pipeline` sets at hit creation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...hits.records import AlignmentRecord, DomainRecord, HitRecord
+from .launch import DOMAIN_DTYPE, MAX_DOMAINS, OK
+from .scores import domain_flags, hit_flags, reportable
+
+F32 = np.float32
+
+
+def _alignment(profile, target, domain, text):
+    N = int(domain["N"])
+    count = 4 + (profile.reference is not None) + (profile.structure is not None)
+    lines = [text[c * N : (c + 1) * N].decode("ascii") for c in range(count)]
+    rf = lines.pop(4) if profile.reference is not None else None
+    cs = lines.pop(4) if profile.structure is not None else None
+    return AlignmentRecord(
+        N=N,
+        hmmfrom=int(domain["hmmfrom"]),
+        hmmto=int(domain["hmmto"]),
+        M=profile.M,
+        sqfrom=int(domain["iali"]),
+        sqto=int(domain["jali"]),
+        L=len(target.residues),
+        model=lines[0],
+        mline=lines[1],
+        aseq=lines[2],
+        ppline=lines[3],
+        rfline=rf,
+        csline=cs,
+        hmmname=profile.name,
+        hmmacc=profile.accession or "",
+        hmmdesc=profile.description or "",
+        sqname=target.name,
+        sqacc=target.accession,
+        sqdesc=target.description,
+    )
+
+
+def hit_record(profile, target, pipeline, hit, domains, texts, definition):
+    """The HitRecord of a pair the kernel finished (`hit`: a HIT_DTYPE row; `domains`: its
+    DOMAIN_DTYPE rows, `texts` their lines; `definition`: nexpected and the four counts), or None
+    where it is not reportable; thresholds as `p7_Pipeline` applies them at hit creation."""
+    score, lnP = F32(hit["score"]), float(hit["lnP"])
+    if not reportable(pipeline, score, lnP, "by_E", "E", "T", "Z"):
+        return None
+    records = []
+    for d, text in zip(domains, texts):
+        bitscore, d_lnP = F32(d["bitscore"]), float(d["lnP"])
+        reported, included = domain_flags(pipeline, bitscore, d_lnP)
+        records.append(
+            DomainRecord(
+                ienv=int(d["ienv"]),
+                jenv=int(d["jenv"]),
+                iali=int(d["iali"]),
+                jali=int(d["jali"]),
+                envsc=float(d["envsc"]),
+                domcorrection=float(d["domcorrection"]),
+                dombias=float(d["dombias"]),
+                oasc=float(d["oasc"]),
+                bitscore=float(bitscore),
+                lnP=d_lnP,
+                is_reported=reported,
+                is_included=included,
+                alignment=_alignment(profile, target, d, text),
+            )
+        )
+    flags = hit_flags(pipeline, score, lnP)
+    nexpected, (nregions, nclustered, noverlaps, nenvelopes) = definition
+    return HitRecord(
+        name=target.name,
+        accession=target.accession or None,
+        description=target.description or None,
+        sortkey=-lnP if pipeline["inc_by_E"] else float(score),
+        score=float(score),
+        pre_score=float(F32(hit["pre_score"])),
+        sum_score=float(F32(hit["sum_score"])),
+        lnP=lnP,
+        pre_lnP=float(hit["pre_lnP"]),
+        sum_lnP=float(hit["sum_lnP"]),
+        nexpected=float(nexpected),
+        nregions=int(nregions),
+        nclustered=int(nclustered),
+        noverlaps=int(noverlaps),
+        nenvelopes=int(nenvelopes),
+        flags=flags,
+        nreported=0,
+        nincluded=0,
+        best_domain=int(hit["best_domain"]),
+        domains=tuple(records),
+    )
+
+
+def read_back(batch, outputs, out, out_base, targets, pipelines):
+    """Per pair: (status, passed, HitRecord or None) from the kernel's `outputs` (host copies of
+    `output_arrays`); `out` is the per-pair output size, `out_base` the address the kernel wrote
+    the output at, `targets(sequence)` a `reference.domaindef.Target`, `pipelines[model]` the
+    TopHits pipeline settings of each model."""
+    results = []
+    domain_bytes = DOMAIN_DTYPE.itemsize * MAX_DOMAINS
+    for p, pair in enumerate(batch.pairs):
+        status, hit = int(outputs["status"][p]), outputs["hits"][p]
+        if status != OK or not hit["passed"] or not hit["has_hit"]:
+            results.append((status, bool(hit["passed"]), None))
+            continue
+        block = outputs["out"][p * out : (p + 1) * out]
+        domains = block[:domain_bytes].view(DOMAIN_DTYPE)[: outputs["ndomains"][p]]
+        texts = []
+        for d in domains:
+            start = int(d["text"]) - out_base - p * out
+            texts.append(block[start : start + 6 * int(d["N"])].tobytes())
+        model, sequence = int(pair["model"]), int(pair["sequence"])
+        definition = (outputs["nexpected"][p], outputs["counts"][4 * p : 4 * p + 4])
+        profile = batch.models.profiles[model]
+        record = hit_record(profile, targets(sequence), pipelines[model], hit, domains, texts, definition)
+        results.append((status, True, record))
+    return results
