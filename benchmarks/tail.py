@@ -105,7 +105,7 @@ def main():
         outputs, seconds = [], 0.0
         for part in launch.calls(pack, lengths, pair_model, pair_sequence, engine.memory_bytes):
             null1 = [scores.null_one(int(lengths[s])) for s in pair_sequence[part]]
-            batch = launch.PairBatch.build(
+            batch = launch.TailBatch.build(
                 pack, residues, offsets, pair_model[part], pair_sequence[part], null1, settings[0], 42
             )
             if not runs and not outputs:

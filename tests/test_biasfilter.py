@@ -1,4 +1,5 @@
-"""The GPU bias filter's host preparation (biasfilter.py) against vitfilter.bias_scores.
+"""The GPU bias filter's host preparation (stages/biasfilter.py) against
+engine.reference.biasfilter.bias_scores.
 
 The kernel (kernels/bias.cu) is emulated here in numpy, all pairs in lock step, with the same
 float32 operations in the same order; numpy's double log stands in for CUDA's, and the same

@@ -1,4 +1,5 @@
-"""The Forward filter's float64 reference (fwdfilter.forward_scores, the GPU kernel's oracle)
+"""The Forward filter's float64 reference (engine.reference.fwdfilter.forward_scores, the GPU kernel's
+oracle)
 against HMMER's p7_ForwardParser as pyhmmer runs it, and the F3 decision with its margin."""
 
 from __future__ import annotations

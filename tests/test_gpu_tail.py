@@ -31,7 +31,7 @@ def test_hits_and_tables_equal_pyhmmer(engine, cases, setting):  # noqa: F811
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = zip(*pairs)
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = launch.PairBatch.build(
+    batch = launch.TailBatch.build(
         launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
     )
     outputs, out_base = engine.tail(batch)

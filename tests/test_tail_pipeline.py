@@ -29,7 +29,7 @@ extern "C" void tail_run(const Batch *batch) {
 
 
 def run_batch(batch):
-    """Every pair of `batch` (a PairBatch) through the host build: read_back's results."""
+    """Every pair of `batch` (a TailBatch) through the host build: read_back's results."""
     lib = tail_build.build(SHIM)
     lib.tail_run.argtypes = [ctypes.c_void_p]
     scratch, out = batch.bounds()
@@ -64,7 +64,7 @@ def test_hits_and_tables_equal_pyhmmer(cases, setting):
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = launch.PairBatch.build(
+    batch = launch.TailBatch.build(
         launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
     )
     scratch, out = batch.bounds()
@@ -91,7 +91,7 @@ def test_multi_domain_cases_are_clustered(cases):
     pipeline = records.pipeline_settings(pyhmmer.plan7.Pipeline(sequences[0].alphabet), models[0])
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = launch.PairBatch.build(
+    batch = launch.TailBatch.build(
         launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipeline, 42
     )
     outputs = run_batch(batch)

@@ -1,6 +1,6 @@
-"""The Viterbi kernel's arithmetic (vitlayout.emulate, a numpy model of kernels/vit.cu) against
-HMMER's p7_ViterbiFilter (vitfilter.viterbi_scores), and the filter stages against HMMER's
-pipeline statistics through the numpy reference engine."""
+"""The Viterbi kernel's arithmetic (engine.reference.vitfilter.emulate, a numpy model of
+kernels/vit.cu) against HMMER's p7_ViterbiFilter (engine.reference.vitfilter.viterbi_scores),
+and the filter stages against HMMER's pipeline statistics through the numpy reference engine."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import search as engine_search
 from .cluster import DaskExecutor, available_cpus, local_gpus
 from .db import database as seqdb
 from .db import fasta, inputs, models
@@ -25,6 +24,7 @@ from .output import merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
 from .output.report_header import ReportHeader, header_options
+from .search import resolve_backend, run_scan, run_search
 from .shuffle import significance
 from .worker import STATE, prepare_worker
 
@@ -130,7 +130,7 @@ def hmmscan(
             run.executor.describe(),
         )
         started = time.perf_counter()
-        per_sequence = engine_search.scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        per_sequence = run_scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
@@ -176,7 +176,7 @@ def _prepared(job, read_models, models_reread=False):
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
         queries_path, sequences_path = (_readable(name, cleanup) for name in (job.queries, job.sequences))
-        backend = engine_search.resolve_backend(engine.backend, executor.gpus, engine.scheduler)
+        backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler)
         started = time.perf_counter()
         hmms = read_models(queries_path)
         searched = models.ModelsOnDisk.of(queries_path, hmms) if models_reread else hmms
@@ -230,7 +230,7 @@ def _search(job, read_models, models_reread=False, queries=None):
             run.backend,
             cluster,
         )
-        result = engine_search.search(
+        result = run_search(
             run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domaindef
         )
         run.executor.close_in_background()

@@ -25,7 +25,7 @@ class SearchTask:
 @dataclasses.dataclass(frozen=True)
 class TaskResult:
     task: SearchTask
-    hits: tuple  # per position in task.positions: its kept hits' state (`_tophits.as_hmmsearch_keeps`)
+    hits: tuple  # per position in task.positions: its kept hits' state (`hits.tophits.as_hmmsearch_keeps`)
     seconds: float
     cpu_seconds: float  # the task's thread on a CPU: beside `seconds`, how long it waited (GPU, GIL, cores)
     filter_counts: dict  # hmmsearch's pipeline statistics, summed over the task's models

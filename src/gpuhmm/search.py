@@ -81,7 +81,7 @@ def plan_tasks(models, database, model_groups, slots):
     return tasks
 
 
-def search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="cpu"):
+def run_search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="cpu"):
     """Search `models` against every shard of `database` on `executor`.
 
     `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
@@ -128,7 +128,7 @@ def search(models, database, options, executor, model_groups=None, slots=1, back
     return result
 
 
-def scan(models, database, options, executor, slots=1, backend="cpu"):
+def run_scan(models, database, options, executor, slots=1, backend="cpu"):
     """hmmscan: per sequence of `database`, in file order, the TopHits of `models` against it,
     with Z the number of models (or -Z) and each sequence's own domZ.
 

@@ -49,24 +49,14 @@ def create(trace, profile, target):
     def annotation(line):
         return None if line is None else "".join("." if trace.st[z] == "I" else line[trace.k[z] - 1] for z in steps)
 
-    return AlignmentRecord(
-        N=len(steps),
-        hmmfrom=trace.k[z1],
-        hmmto=trace.k[z2],
-        M=profile.M,
-        sqfrom=trace.i[z1],
-        sqto=trace.i[z2],
-        L=len(residues),
-        model="".join(model),
-        mline="".join(mline),
-        aseq="".join(aseq),
-        ppline="".join("." if trace.st[z] == "D" else encode_posterior(trace.pp[z]) for z in steps),
-        rfline=annotation(profile.reference),
-        csline=annotation(profile.structure),
-        hmmname=profile.name,
-        hmmacc=profile.accession or "",
-        hmmdesc=profile.description or "",
-        sqname=target.name,
-        sqacc=target.accession,
-        sqdesc=target.description,
+    lines = (
+        "".join(model),
+        "".join(mline),
+        "".join(aseq),
+        "".join("." if trace.st[z] == "D" else encode_posterior(trace.pp[z]) for z in steps),
+        annotation(profile.reference),
+        annotation(profile.structure),
+    )
+    return AlignmentRecord.of(
+        profile, target, lines, hmmfrom=trace.k[z1], hmmto=trace.k[z2], sqfrom=trace.i[z1], sqto=trace.i[z2]
     )

@@ -99,27 +99,21 @@ def score_hit(profile, target, fwdsc, definition, pipeline):
         for d in domains
     ]
     flags = hit_flags(pipeline, seq_score, lnP)
-    return HitRecord(
-        name=target.name,
-        accession=target.accession or None,
-        description=target.description or None,
-        sortkey=-lnP if pipeline["inc_by_E"] else float(seq_score),
-        score=float(seq_score),
-        pre_score=float(pre_score),
-        sum_score=float(sum_score),
-        lnP=lnP,
-        pre_lnP=log_survival(pre_score, profile.tau, profile.lam),
-        sum_lnP=log_survival(sum_score, profile.tau, profile.lam),
-        nexpected=float(definition.nexpected),
-        nregions=definition.nregions,
-        nclustered=definition.nclustered,
-        noverlaps=definition.noverlaps,
-        nenvelopes=definition.nenvelopes,
+    return HitRecord.of(
+        target,
+        inc_by_E=pipeline["inc_by_E"],
         flags=flags,
-        nreported=0,
-        nincluded=0,
+        scores=(seq_score, pre_score, sum_score),
+        lnPs=(lnP, *(log_survival(s, profile.tau, profile.lam) for s in (pre_score, sum_score))),
+        definition=(
+            definition.nexpected,
+            definition.nregions,
+            definition.nclustered,
+            definition.noverlaps,
+            definition.nenvelopes,
+        ),
         best_domain=best,
-        domains=tuple(domains),
+        domains=domains,
     )
 
 

@@ -73,8 +73,8 @@ def _start_cuda():
 
 
 class GpuEngine:
-    """Runs the filter kernels (SSV and the F1 decision, pair-list MSV, bias, Viterbi, Forward)
-    on the current CUDA device."""
+    """Runs the kernels (SSV and the F1 decision, pair-list MSV, bias, Viterbi, Forward, and the
+    stages after the Forward filter) on the current CUDA device."""
 
     def __init__(self, table_capability=None):
         device = cupy.cuda.Device()
@@ -338,7 +338,7 @@ class GpuEngine:
 
     def msv_pairs(self, launches):
         """Pair-list MSV launches (msvpairs.cu), side by side as `viterbi`'s. Each launch is
-        ((H, warps per CTA), models, (residues, starts, lengths, tjb) kept resident, PairBatch).
+        ((H, warps per CTA), models, (residues, starts, lengths, tjb) kept resident, engine.pairs.PairBatch).
         Returns the final xJ (or −1, MSV_OVERFLOW) per launch, in each batch's pair order."""
         host = [msvfilter.pair_parameters(models, H) for (H, _), models, _, _ in launches]
         with self._stream():
@@ -357,7 +357,7 @@ class GpuEngine:
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
     def tail(self, batch):
-        """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.PairBatch`:
+        """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.TailBatch`:
         its outputs (`output_arrays`) on the host, and their device address."""
         scratch, out = batch.bounds()
         threads = tail_launch.CTA_THREADS
@@ -392,7 +392,7 @@ class GpuEngine:
 
     def viterbi(self, launches, timing=None):
         """Viterbi-filter launches, side by side (`_side_by_side`). Each is (choice, profiles,
-        sequences, batch): a vitlayout.PairBatch over `profiles` of `choice`'s specialization, and
+        sequences, batch): an engine.pairs.PairBatch over `profiles` of `choice`'s specialization, and
         `sequences` = (residues, starts, lengths, moves), kept resident. Returns (xC int32, status
         uint8) per launch in each batch's pair order; `timing` as `_side_by_side`'s."""
         host = [
@@ -430,7 +430,7 @@ class GpuEngine:
     def forward(self, launches, timing=None):
         """Forward-filter launches (fwd.cu), side by side as `viterbi`'s. Each launch is
         (choice, profiles, sequences, batch): a tuning.ForwardChoice, fwdfilter.ForwardProfiles,
-        (residues, starts, lengths, moves) kept resident, and a vitlayout.PairBatch. Returns the
+        (residues, starts, lengths, moves) kept resident, and an engine.pairs.PairBatch. Returns the
         float64 scores (nats) per launch, in each batch's pair order."""
         host = [
             (choice, sequences, batch, *fwdfilter.launch_parameters(profiles))
@@ -455,7 +455,7 @@ class GpuEngine:
 
     def bias(self, profiles, background_frequencies, sequences, pair_model, pair_sequence):
         """`p7_bg_FilterScore` per (model, sequence) pair: (scores float32, uncertain bool), the
-        uncertain ones to be rescored on the host (biasfilter.resolve_uncertain).
+        uncertain ones to be rescored on the host (engine.filters.resolve_uncertain).
         `sequences` is (residues, offsets), kept resident."""
         with self._stream():
             pairs = len(pair_model)

@@ -58,6 +58,34 @@ class AlignmentRecord:
     mmline: str | None = None
     ntseq: str | None = None
 
+    @classmethod
+    def of(cls, profile, target, lines, *, hmmfrom, hmmto, sqfrom, sqto):
+        """`p7_alidisplay_Create`'s record of a domain of `target` (a `stages.tail.target.Target`)
+        aligned to `profile` (a `StripedProfile`): `lines` are model, mline, aseq, ppline, rfline
+        and csline, the last two None where the model has no such annotation."""
+        model, mline, aseq, ppline, rfline, csline = lines
+        return cls(
+            N=len(model),
+            hmmfrom=hmmfrom,
+            hmmto=hmmto,
+            M=profile.M,
+            sqfrom=sqfrom,
+            sqto=sqto,
+            L=len(target.residues),
+            model=model,
+            mline=mline,
+            aseq=aseq,
+            ppline=ppline,
+            rfline=rfline,
+            csline=csline,
+            hmmname=profile.name,
+            hmmacc=profile.accession or "",
+            hmmdesc=profile.description or "",
+            sqname=target.name,
+            sqacc=target.accession,
+            sqdesc=target.description,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class DomainRecord:
@@ -108,6 +136,37 @@ class HitRecord:
     window_length: int = 0
     seqidx: int = 0
     subseq_start: int = 0
+
+    @classmethod
+    def of(cls, target, *, inc_by_E, flags, scores, lnPs, definition, best_domain, domains):
+        """The `P7_HIT` `p7_Pipeline` creates for `target` (a `stages.tail.target.Target`):
+        `scores` and `lnPs` are the (score, pre_score, sum_score) triples, `definition` is
+        (nexpected, nregions, nclustered, noverlaps, nenvelopes); the sort key is −lnP when
+        inclusion goes by E-value (`inc_by_E`), else the score."""
+        (score, pre_score, sum_score), (lnP, pre_lnP, sum_lnP) = scores, lnPs
+        nexpected, nregions, nclustered, noverlaps, nenvelopes = definition
+        return cls(
+            name=target.name,
+            accession=target.accession or None,
+            description=target.description or None,
+            sortkey=-lnP if inc_by_E else float(score),
+            score=float(score),
+            pre_score=float(pre_score),
+            sum_score=float(sum_score),
+            lnP=lnP,
+            pre_lnP=pre_lnP,
+            sum_lnP=sum_lnP,
+            nexpected=float(nexpected),
+            nregions=int(nregions),
+            nclustered=int(nclustered),
+            noverlaps=int(noverlaps),
+            nenvelopes=int(nenvelopes),
+            flags=flags,
+            nreported=0,
+            nincluded=0,
+            best_domain=int(best_domain),
+            domains=tuple(domains),
+        )
 
 
 def _text(value):

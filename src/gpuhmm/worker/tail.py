@@ -42,7 +42,7 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
         block = shard.subset(unique)
         pack = launch.ModelPack([f.striped for f in filter_models])
         for part in launch.calls(pack, np.diff(offsets), pair_model, pair_sequence, engine.memory_bytes):
-            batch = launch.PairBatch.build(
+            batch = launch.TailBatch.build(
                 pack, residues, offsets, pair_model[part], pair_sequence[part], scores[part], settings[0], seed
             )
             try:

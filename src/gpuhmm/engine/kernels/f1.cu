@@ -20,7 +20,7 @@ constexpr uint8_t F1_FAIL = 0;
 constexpr uint8_t F1_PASS = 1;
 constexpr uint8_t F1_UNDECIDED = 2;
 
-// gpu.F1_PARAMETERS mirrors this.
+// stages/msvfilter.py's F1_PARAMETERS mirrors this.
 struct F1Parameters {
     int base, bias, tbm, tec;
     float scale, threshold;  // scale_b; the least passing bit score (msvfilter.pass_threshold)

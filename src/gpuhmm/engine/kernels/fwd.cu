@@ -30,7 +30,7 @@ constexpr int FWD_EMISSION_ROWS = 29;
 enum ForwardRow { FWD_BM, FWD_MM, FWD_IM, FWD_DM, FWD_MD, FWD_MI, FWD_II, FWD_DD };
 constexpr float FWD_RESCALE_ABOVE = 1.0e4f;
 
-// gpu.FORWARD_PARAMETERS mirrors this.
+// stages/fwdfilter.py's FORWARD_PARAMETERS mirrors this.
 struct ForwardParameters {
     float e_move, e_loop;
     int blocks;  // J: warp rows of 32 nodes

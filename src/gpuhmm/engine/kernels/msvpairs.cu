@@ -18,7 +18,7 @@
 
 namespace gpuhmm {
 
-// gpu.MSV_PAIR_PARAMETERS mirrors this.
+// stages/msvfilter.py's MSV_PAIR_PARAMETERS mirrors this.
 struct MsvPairParameters {
     int base, bias, tbm, tec;
     long long offset;  // the model's first gain in the blob

@@ -216,7 +216,7 @@ def out_bytes(L, M, lines=6):
 
 
 @dataclasses.dataclass
-class PairBatch:
+class TailBatch:
     """Pairs of one shard for the tail kernel: `pairs` (PAIR_DTYPE) index `models` (a ModelPack)
     and the sequences (residues, offsets, lengths); `settings` are the pipeline's."""
 

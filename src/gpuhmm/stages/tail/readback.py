@@ -20,26 +20,14 @@ def _alignment(profile, target, domain, text):
     lines = [text[c * N : (c + 1) * N].decode("ascii") for c in range(count)]
     rf = lines.pop(4) if profile.reference is not None else None
     cs = lines.pop(4) if profile.structure is not None else None
-    return AlignmentRecord(
-        N=N,
+    return AlignmentRecord.of(
+        profile,
+        target,
+        (*lines, rf, cs),
         hmmfrom=int(domain["hmmfrom"]),
         hmmto=int(domain["hmmto"]),
-        M=profile.M,
         sqfrom=int(domain["iali"]),
         sqto=int(domain["jali"]),
-        L=len(target.residues),
-        model=lines[0],
-        mline=lines[1],
-        aseq=lines[2],
-        ppline=lines[3],
-        rfline=rf,
-        csline=cs,
-        hmmname=profile.name,
-        hmmacc=profile.accession or "",
-        hmmdesc=profile.description or "",
-        sqname=target.name,
-        sqacc=target.accession,
-        sqdesc=target.description,
     )
 
 
@@ -71,29 +59,16 @@ def hit_record(profile, target, pipeline, hit, domains, texts, definition):
                 alignment=_alignment(profile, target, d, text),
             )
         )
-    flags = hit_flags(pipeline, score, lnP)
-    nexpected, (nregions, nclustered, noverlaps, nenvelopes) = definition
-    return HitRecord(
-        name=target.name,
-        accession=target.accession or None,
-        description=target.description or None,
-        sortkey=-lnP if pipeline["inc_by_E"] else float(score),
-        score=float(score),
-        pre_score=float(F32(hit["pre_score"])),
-        sum_score=float(F32(hit["sum_score"])),
-        lnP=lnP,
-        pre_lnP=float(hit["pre_lnP"]),
-        sum_lnP=float(hit["sum_lnP"]),
-        nexpected=float(nexpected),
-        nregions=int(nregions),
-        nclustered=int(nclustered),
-        noverlaps=int(noverlaps),
-        nenvelopes=int(nenvelopes),
-        flags=flags,
-        nreported=0,
-        nincluded=0,
-        best_domain=int(hit["best_domain"]),
-        domains=tuple(records),
+    nexpected, counts = definition
+    return HitRecord.of(
+        target,
+        inc_by_E=pipeline["inc_by_E"],
+        flags=hit_flags(pipeline, score, lnP),
+        scores=(score, F32(hit["pre_score"]), F32(hit["sum_score"])),
+        lnPs=(lnP, float(hit["pre_lnP"]), float(hit["sum_lnP"])),
+        definition=(nexpected, *counts),
+        best_domain=hit["best_domain"],
+        domains=records,
     )
 
 
