@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from conftest import DATA, TABLES, run_gpuhmm
+from helpers.cli import run_gpuhmm
+from helpers.data import DATA, TABLES
 
 MODELS = DATA / "pfam-test.h3m.gz"
 TINY = DATA / "pfam-tiny.hmm"

@@ -38,7 +38,7 @@ from gpuhmm.worker.models import ConfiguredModels
 from gpuhmm.worker.shards import ResidentShards
 from gpuhmm.worker.state import worker_name
 
-from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
+from helpers.data import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 
 
 @pytest.mark.parametrize("visible, count", [("0,1,2", 3), ("GPU-5f2c,GPU-77ab", 2), ("1,-1,0", 1), ("", 0), ("-1", 0)])

@@ -11,18 +11,23 @@ and multi-domain regions among them.
 
 from __future__ import annotations
 
-import dataclasses
-import io
-
 import numpy as np
 import pyhmmer
 import pytest
 
 from gpuhmm.hits import records
-from gpuhmm.stages import vitfilter
-from gpuhmm.stages.tail.profile import StripedProfile
 from gpuhmm.stages.tail.target import Target
 
+from helpers.tail import (
+    CASES,
+    MULTI_DOMAIN_REGIONS,
+    SETTINGS,
+    records_of,
+    striped_profiles,
+    tables_of,
+    unthresholded,
+    without_garbage,
+)
 from oracle.pipeline import (
     forward_parser,
     null_one,
@@ -32,87 +37,6 @@ from oracle.pipeline import (
     target_domains,
 )
 
-#: (model, index of the target in proteins.faa): what each adds.
-SINGLE_DOMAIN_REGIONS = (
-    ("Fer4", 185),  # the domain sum overrides the sequence score
-    ("TPR_1", 148),  # the same, a target without description
-    ("HAMP", 373),
-    ("PTS_EIIB", 202),
-    ("HTH_AraC", 309),
-    ("CBS", 381),
-    ("S1", 174),
-    ("HAMP", 383),  # three regions
-    ("Fer4", 344),  # six regions, the best domain not the first
-    ("HTH_3", 34),  # two regions, the best domain not the first
-    ("HisKA", 159),  # three regions, sum override, best domain not the first
-    ("DUF6304", 394),  # no consensus structure line; M ≥ 100: Forward's D→D early exit
-    ("Response_reg", 239),
-    ("AAA", 340),
-    ("Acetyltransf_1", 14),
-    ("ABC_tran", 162),  # a reference (RF) line
-    ("DUF6072", 325),
-    ("Radical_SAM", 254),
-    ("HATPase_c", 97),
-    ("ABC_tran", 342),  # RF line, sum override, best domain not the first
-    ("BPD_transp_1", 357),
-    ("GTP_EFTU", 193),
-    ("tRNA-synt_1g", 141),  # M = 391
-    ("ABC_membrane", 177),
-)
-#: Regions resolved by 200 stochastic traces and clustering.
-MULTI_DOMAIN_REGIONS = (
-    ("HTH_3", 226),
-    ("HisKA", 331),
-    ("Radical_SAM", 323),  # two overlapping envelopes from one region
-    ("ABC_tran", 71),
-    ("AAA", 214),
-    ("GTP_EFTU", 176),  # two domains
-    ("Hydrolase", 64),
-    ("SBP_bac_1", 61),  # M = 315
-    ("BPD_transp_1", 277),  # two clustered regions, overlaps, sum override
-)
-CASES = SINGLE_DOMAIN_REGIONS + MULTI_DOMAIN_REGIONS
-
-#: pyhmmer Pipeline options, each checked on every case.
-SETTINGS = {
-    "default": {},
-    "no null2": {"null2": False},
-    "gathering cutoffs": {"bit_cutoffs": "gathering"},
-    "score thresholds": {"T": 25.0, "domT": 12.0, "incT": 40.0, "incdomT": 30.0},
-    "strict E-values": {"E": 1e-20, "domE": 1e-8, "incE": 1e-30, "incdomE": 1e-12},
-}
-TABLE_FORMATS = ("targets", "domains", "pfam")
-
-
-def _without_garbage(hit):
-    """A record less the fields hmmsearch never sets (pyhmmer serializes stale memory there)."""
-    domains = tuple(dataclasses.replace(d, iorf=0, jorf=0) for d in hit.domains)
-    return dataclasses.replace(hit, window_length=0, seqidx=0, subseq_start=0, domains=domains)
-
-
-def _unthresholded(hit):
-    """A record as p7_Pipeline creates it, before p7_tophits_Threshold flags and counts."""
-    domains = tuple(dataclasses.replace(d, is_reported=False, is_included=False) for d in hit.domains)
-    return dataclasses.replace(hit, flags=0, nreported=0, nincluded=0, domains=domains)
-
-
-def _records(hits):
-    return [_without_garbage(records.decode_hit(bytes(raw))) for raw in hits.__getstate__()["unsrt"]]
-
-
-def _tables(hits):
-    tables = {}
-    for form in TABLE_FORMATS:
-        handle = io.BytesIO()
-        hits.write(handle, format=form, header=False)
-        tables[form] = handle.getvalue()
-    return tables
-
-
-def _profiles(hmms):
-    written = vitfilter.configured(hmms, pyhmmer.plan7.Background(hmms[0].alphabet))
-    return {hmm.name: StripedProfile.from_configured(*configured) for hmm, configured in zip(hmms, written)}
-
 
 @pytest.fixture(scope="module")
 def tail(pfam_test_data):
@@ -120,7 +44,7 @@ def tail(pfam_test_data):
     domain definition (computed once: the threshold settings only change the scoring)."""
     hmms, sequences = pfam_test_data
     models = {hmm.name: hmm for hmm in hmms if hmm.name in {name for name, _ in CASES}}
-    profiles = _profiles(list(models.values()))
+    profiles = striped_profiles(list(models.values()))
     defined = {}
     for name, index in CASES:
         target = Target.from_digital(sequences[index])
@@ -154,9 +78,9 @@ def test_hits_and_tables_equal_pyhmmer(tail, pfam_test_data, setting):
             if hit is not None:
                 ours.append(hit)
         rebuilt = records.build_tophits(hmm, ours, pipeline)
-        assert _records(rebuilt) == _records(expected), (setting, name)
+        assert records_of(rebuilt) == records_of(expected), (setting, name)
         assert rebuilt.__getstate__()["hit"] == expected.__getstate__()["hit"], (setting, name)
-        assert _tables(rebuilt) == _tables(expected), (setting, name)
+        assert tables_of(rebuilt) == tables_of(expected), (setting, name)
         compared += len(ours)
     assert compared >= (len(CASES) if setting == "default" else 1)
 
@@ -166,7 +90,7 @@ def test_forward_filter_decisions(pfam_test_data):
     no bias filter (its filter score is then null1); search_target stops where F3 fails."""
     hmms, sequences = pfam_test_data
     hmm = next(h for h in hmms if h.name == "HTH_3")
-    profile = _profiles([hmm])[hmm.name]
+    profile = striped_profiles([hmm])[hmm.name]
     rng = np.random.default_rng(5)
     short = [i for i, s in enumerate(sequences) if len(s.sequence) <= 400]
     chosen = sorted(set(rng.choice(short, 30, replace=False).tolist()) | {34, 226, 304})
@@ -196,11 +120,11 @@ def test_search_target_is_the_whole_tail(tail, pfam_test_data):
     hmm = models[name]
     options = dict(bias_filter=False, Z=len(sequences))
     block = pyhmmer.easel.DigitalSequenceBlock(hmm.alphabet, [sequences[index]])
-    (expected,) = _records(pyhmmer.plan7.Pipeline(hmm.alphabet, **options).search_hmm(hmm, block))
+    (expected,) = records_of(pyhmmer.plan7.Pipeline(hmm.alphabet, **options).search_hmm(hmm, block))
     target = Target.from_digital(sequences[index])
     settings = records.pipeline_settings(pyhmmer.plan7.Pipeline(hmm.alphabet, **options), hmm)
     hit = search_target(profiles[name], target, settings, filter_score=null_one(len(target.residues)))
-    assert _without_garbage(hit) == _unthresholded(expected)
+    assert without_garbage(hit) == unthresholded(expected)
 
 
 def test_records_round_trip_every_hit(pfam_test_data):
@@ -218,10 +142,10 @@ def test_records_round_trip_every_hit(pfam_test_data):
             data = bytes(raw)
             hit = records.decode_hit(data)
             assert records.encode_hit(hit) == data, (hmm.name, hit.name)
-            decoded.append(_unthresholded(hit))
+            decoded.append(unthresholded(hit))
         settings = records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, Z=len(sequences)), hmm)
         rebuilt = records.build_tophits(hmm, decoded, settings)
-        assert _records(rebuilt) == _records(hits), hmm.name
-        assert _tables(rebuilt) == _tables(hits), hmm.name
+        assert records_of(rebuilt) == records_of(hits), hmm.name
+        assert tables_of(rebuilt) == tables_of(hits), hmm.name
         total += len(decoded)
     assert total == 170

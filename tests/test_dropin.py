@@ -15,15 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
-    DATA,
-    ROOT,
-    TABLES,
-    hmmer_binary,
-    report_body,
-    run_gpuhmm,
-    table_body,
-)
+from helpers.cli import run_gpuhmm
+from helpers.data import DATA, ROOT, TABLES, hmmer_binary, report_body, table_body
 
 TINY = DATA / "pfam-tiny.hmm"
 MODELS = DATA / "pfam-test.h3m.gz"
@@ -47,12 +40,12 @@ def _reference(program, tmp_path, *arguments, stdin=None):
     return theirs
 
 
-def _tables(directory):
+def tables_of(directory):
     return [f"--{kind}" for kind in TABLES], [directory / f"out.{kind}" for kind in TABLES]
 
 
 def _with_tables(directory):
-    flags, paths = _tables(directory)
+    flags, paths = tables_of(directory)
     return [word for flag, path in zip(flags, paths) for word in (flag, path)]
 
 

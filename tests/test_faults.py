@@ -10,43 +10,20 @@ import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from gpuhmm import search
-from gpuhmm.cli import main
 from gpuhmm.cluster import NO_STEALING
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
-from conftest import (
-    DATA,
-    GOLDEN,
-    TABLES,
-    assert_tables_equal,
-    golden_cases,
-    golden_runs,
-)
+from helpers.cli import assert_golden_tables, golden_runs, run_tables
+from helpers.data import DATA
 
-CASES = golden_cases()
 RUNS = golden_runs()
 
 
 def _search(tmp_path, run, *options):
-    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main(
-        [
-            "search",
-            "--cpu",
-            "2",
-            *options,
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            str(DATA / RUNS[run]["hmmfile"]),
-            str(DATA / RUNS[run]["seqfile"]),
-        ]
+    return run_tables(
+        tmp_path, "search", "--cpu", 2, *options, DATA / RUNS[run]["hmmfile"], DATA / RUNS[run]["seqfile"]
     )
-    return status, outputs
-
-
-def _assert_goldens(outputs, run):
-    for kind in RUNS[run]["cases"]["defaults"]:
-        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.defaults.{kind}")
 
 
 class ScarceMemoryEngine(ReferenceEngine):
@@ -86,7 +63,7 @@ def test_out_of_gpu_memory_splits_the_batch(tmp_path, scarce_gpu, caplog):
     finally:
         gpuhmm_log.removeHandler(caplog.handler)
     assert status == 0
-    _assert_goldens(outputs, "tiny_proteins")
+    assert_golden_tables(outputs, "tiny_proteins.defaults", RUNS["tiny_proteins"]["cases"]["defaults"])
     assert engine.refused == 2  # 3 models → 1 + 2, then 2 → 1 + 1
     assert "GPU out of memory filtering 3 models against database shard 0" in caplog.text
     assert "GPU out of memory filtering 2 models against database shard 0" in caplog.text
@@ -149,4 +126,4 @@ def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
         )
     assert marker.exists()  # a worker did die with a task of the scan under way
     assert status == 0
-    _assert_goldens(outputs, "proteins")
+    assert_golden_tables(outputs, "proteins.defaults", RUNS["proteins"]["cases"]["defaults"])

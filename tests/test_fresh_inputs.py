@@ -18,7 +18,7 @@ import pytest
 
 from gpuhmm.cli import main
 
-from conftest import DATA, TABLES, assert_tables_equal, hmmer_binary
+from helpers.data import DATA, TABLES, assert_tables_equal, hmmer_binary
 
 SEED = int(os.environ.get("GPUHMM_FRESH_SEED", "20261121"))
 BACKGROUND = "ACDEFGHIKLMNPQRSTVWY"

@@ -13,7 +13,7 @@ import pytest
 from gpuhmm.engine.reference.fwdfilter import forward_scores
 from gpuhmm.stages import fwdfilter, msvfilter
 
-from conftest import filter_profiles
+from helpers.filters import filter_profiles
 
 
 def _hmmer_forward_scores(hmm, sequences):

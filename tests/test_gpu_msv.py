@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_msv import per_model
 
-from conftest import filter_shard, msv_filter_scores
+from helpers.filters import filter_shard, msv_filter_scores, per_model
 
 pytestmark = pytest.mark.gpu
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pyhmmer
 import pytest
-from test_domains import CASES, SETTINGS, _records, _tables
-from test_tail_pipeline import cases  # noqa: F401 (a fixture)
 
 from gpuhmm.hits import records
 from gpuhmm.search import gpu_problem
 from gpuhmm.stages.tail import launch, readback, scores
+
+from helpers.tail import CASES, SETTINGS, records_of, tables_of
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(gpu_problem() is not None, reason="no usable GPU")]
 
@@ -24,8 +24,8 @@ def engine():
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
-def test_hits_and_tables_equal_pyhmmer(engine, cases, setting):  # noqa: F811
-    models, profiles, residues, offsets, targets, pairs, sequences, chosen = cases
+def test_hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
+    models, profiles, residues, offsets, targets, pairs, sequences, chosen = tail_cases
     alphabet = sequences[0].alphabet
     options = dict(Z=len(sequences), bias_filter=False, **SETTINGS[setting])
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
@@ -44,8 +44,8 @@ def test_hits_and_tables_equal_pyhmmer(engine, cases, setting):  # noqa: F811
         block = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[chosen[s]] for model, s in pairs if model == m])
         expected = pyhmmer.plan7.Pipeline(alphabet, **options).search_hmm(hmm, block)
         rebuilt = records.build_tophits(hmm, mine, pipelines[m])
-        assert _records(rebuilt) == _records(expected), (setting, hmm.name)
-        assert _tables(rebuilt) == _tables(expected), (setting, hmm.name)
+        assert records_of(rebuilt) == records_of(expected), (setting, hmm.name)
+        assert tables_of(rebuilt) == tables_of(expected), (setting, hmm.name)
 
 
 def test_kernel_has_no_float_contraction_or_flushing(engine):

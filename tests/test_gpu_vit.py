@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pyhmmer
 import pytest
-from test_vitlayout import assert_filter_stages_count_as_hmmsearch
 
 from gpuhmm.engine import filters
 from gpuhmm.engine.reference.biasfilter import bias_scores
@@ -14,7 +13,7 @@ from gpuhmm.engine.reference.fwdfilter import forward_scores
 from gpuhmm.engine.reference.vitfilter import viterbi_scores
 from gpuhmm.stages import fwdfilter
 
-from conftest import filter_profiles
+from helpers.filters import assert_filter_stages_count_as_hmmsearch, filter_profiles
 
 pytestmark = pytest.mark.gpu
 

@@ -20,7 +20,8 @@ from gpuhmm.db.models import (
 )
 from gpuhmm.errors import GpuhmmError
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, run_gpuhmm
+from helpers.cli import run_gpuhmm
+from helpers.data import DATA, GOLDEN, TABLES, assert_tables_equal
 
 MODELS = DATA / "pfam-test.h3m.gz"
 

@@ -18,7 +18,8 @@ from gpuhmm.stages import msvfilter
 from gpuhmm.stages.msvfilter import END_CODE, PAD_CODE
 from gpuhmm.stages.msvlayout import Striping, build_warp_blocks, stripe_table
 
-from conftest import DATA, filter_shard, msv_filter_scores
+from helpers.data import DATA
+from helpers.filters import filter_shard, msv_filter_scores
 
 AMINO = pyhmmer.easel.Alphabet.amino()
 
@@ -165,7 +166,7 @@ def test_tuning_prefers_most_sequences_per_warp():
 def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
     from gpuhmm import engine
 
-    from conftest import run_gpuhmm
+    from helpers.cli import run_gpuhmm
 
     if engine.gpu_problem() is None:
         pytest.skip("a usable GPU is present")

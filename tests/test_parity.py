@@ -8,67 +8,32 @@ import time
 import pytest
 
 from gpuhmm import search
-from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 from gpuhmm.worker.state import SIEVE_SHARE
 
-from conftest import (
-    DATA,
-    GOLDEN,
-    TABLES,
-    assert_tables_equal,
-    golden_cases,
-    golden_runs,
-)
+from helpers.cli import golden_runs, run_golden
 
-CASES = golden_cases()
 RUNS = golden_runs()
 
 #: (database shards, model shards): unsharded, the acceptance split, and more shards than tasks need.
 SHARDINGS = [(1, 1), (3, 2), (5, 7)]
 
 
-def _search(tmp_path, run, case, db_shards, model_shards, backend="cpu", cpus=2, extra=()):
-    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main(
-        [
-            "search",
-            "--backend",
-            backend,
-            "--cpu",
-            str(cpus),
-            "--db-shards",
-            str(db_shards),
-            "--model-shards",
-            str(model_shards),
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            *CASES[case],
-            *extra,
-            str(DATA / RUNS[run]["hmmfile"]),
-            str(DATA / RUNS[run]["seqfile"]),
-        ]
-    )
-    assert status == 0
-    return outputs
-
-
-def _assert_goldens(outputs, run, case):
-    kinds = RUNS[run]["cases"][case]  # runs.json: the tables stored for this run and case
-    assert kinds
-    for kind in kinds:
-        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.{case}.{kind}")
+def _engine(db_shards, model_shards, backend="cpu", cpus=2):
+    """The engine options of a run: backend, threads and sharding."""
+    return ("--backend", backend, "--cpu", cpus, "--db-shards", db_shards, "--model-shards", model_shards)
 
 
 @pytest.mark.parametrize("case", list(RUNS["proteins"]["cases"]))
 @pytest.mark.parametrize("db_shards,model_shards", SHARDINGS)
 def test_proteins_identical_to_hmmsearch(tmp_path, case, db_shards, model_shards):
-    _assert_goldens(_search(tmp_path, "proteins", case, db_shards, model_shards), "proteins", case)
+    run_golden(tmp_path, "search", "proteins", case, *_engine(db_shards, model_shards))
 
 
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS if run != "proteins" for case in RUNS[run]["cases"]])
 def test_other_inputs_identical_to_hmmsearch(tmp_path, run, case):
-    _assert_goldens(_search(tmp_path, run, case, 3, 2), run, case)
+    run_golden(tmp_path, "search", run, case, *_engine(3, 2))
 
 
 @pytest.fixture
@@ -81,7 +46,7 @@ def reference_gpu(monkeypatch):
 
 @pytest.mark.parametrize("case", list(RUNS["heldout"]["cases"]))
 def test_gpu_path_with_reference_engine_identical_to_hmmsearch(tmp_path, reference_gpu, case):
-    _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu"), "heldout", case)
+    run_golden(tmp_path, "search", "heldout", case, *_engine(3, 2, backend="gpu"))
 
 
 class CountingEngine(ReferenceEngine):
@@ -111,11 +76,11 @@ def test_a_share_of_a_workers_threads_runs_ssv_at_once(tmp_path, monkeypatch):
     monkeypatch.setattr(search, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", engine)
     monkeypatch.setattr(STATE, "sieve_slots", None)
-    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 4, backend="gpu", cpus=8), "heldout", "defaults")
+    run_golden(tmp_path, "search", "heldout", "defaults", *_engine(3, 4, backend="gpu", cpus=8))
     assert engine.most == round(SIEVE_SHARE * 8) == 2
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])
 def test_gpu_backend_identical_to_hmmsearch(tmp_path, run, case):
-    _assert_goldens(_search(tmp_path, run, case, 3, 2, backend="gpu"), run, case)
+    run_golden(tmp_path, "search", run, case, *_engine(3, 2, backend="gpu"))

@@ -4,8 +4,6 @@ which no test was tuned on."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from gpuhmm import search
@@ -13,32 +11,14 @@ from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases
+from helpers.cli import golden_runs, run_golden
+from helpers.data import DATA
 
-CASES = golden_cases()
-RUNS = json.loads((GOLDEN / "phmmer-runs.json").read_text())
+RUNS = golden_runs("phmmer")
 
 
 def _phmmer(tmp_path, run, case, backend="cpu", db_shards=3):
-    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main(
-        [
-            "phmmer",
-            "--backend",
-            backend,
-            "--cpu",
-            "2",
-            "--db-shards",
-            str(db_shards),
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            *CASES[case],
-            str(DATA / RUNS[run]["queryfile"]),
-            str(DATA / RUNS[run]["seqfile"]),
-        ]
-    )
-    assert status == 0
-    for kind in RUNS[run]["cases"][case]:
-        assert_tables_equal(outputs[kind], GOLDEN / f"{run}.{case}.{kind}")
+    run_golden(tmp_path, "phmmer", run, case, "--backend", backend, "--cpu", 2, "--db-shards", db_shards)
 
 
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])

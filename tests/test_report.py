@@ -20,7 +20,7 @@ from gpuhmm.options import ReportSettings
 from gpuhmm.output.alidisplay import write_alignments
 from gpuhmm.output.report import ReportHeader, Stopwatch, write_report
 
-from conftest import DATA, header_block, hmmer_binary, report_body, without_timing
+from helpers.data import DATA, header_block, hmmer_binary, report_body, without_timing
 
 ALPHABET = pyhmmer.easel.Alphabet.amino()
 

@@ -4,45 +4,25 @@ tuning."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from gpuhmm import search
-from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
-from conftest import DATA, GOLDEN, TABLES, assert_tables_equal, golden_cases
+from helpers.cli import golden_runs, run_golden
+from helpers.data import GOLDEN
 
-CASES = golden_cases()
-RUNS = json.loads((GOLDEN / "scan-runs.json").read_text())
+RUNS = golden_runs("scan")
 RUN = "scan_heldout"
 
 
 def _scan(tmp_path, case, backend="cpu", db_shards=3, cpus=2):
-    outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
-    status = main(
-        [
-            "scan",
-            "--backend",
-            backend,
-            "--cpu",
-            str(cpus),
-            "--db-shards",
-            str(db_shards),
-            *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
-            "--domains",
-            str(tmp_path / "domains.tsv"),
-            *CASES[case],
-            str(DATA / RUNS[RUN]["hmmfile"]),
-            str(DATA / RUNS[RUN]["seqfile"]),
-        ]
-    )
-    assert status == 0
-    for kind in RUNS[RUN]["cases"][case]:
-        assert_tables_equal(outputs[kind], GOLDEN / f"{RUN}.{case}.{kind}")
-    return tmp_path / "domains.tsv"
+    """hmmscan's golden run under option case `case`, and the domains table it wrote."""
+    domains = tmp_path / "domains.tsv"
+    options = ("--backend", backend, "--cpu", cpus, "--db-shards", db_shards, "--domains", domains)
+    run_golden(tmp_path, "scan", RUN, case, *options)
+    return domains
 
 
 @pytest.mark.parametrize("case", list(RUNS[RUN]["cases"]))

@@ -19,7 +19,7 @@ from gpuhmm.db.format import PackedText
 from gpuhmm.db.index import FirstPositions
 from gpuhmm.db.readahead import ReadAhead
 
-from conftest import DATA
+from helpers.data import DATA
 
 PROTEINS = DATA / "proteins.faa"
 

@@ -11,7 +11,7 @@ import pytest
 from gpuhmm import shuffle
 from gpuhmm.cli import main
 
-from conftest import DATA
+from helpers.data import DATA
 
 
 @pytest.mark.parametrize("mu,lam", [(10.0, 0.7), (-3.0, 1.2)])

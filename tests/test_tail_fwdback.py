@@ -9,11 +9,11 @@ import ctypes
 import numpy as np
 import pyhmmer
 import pytest
-import tail_build
 
 from gpuhmm.stages import vitfilter
 from gpuhmm.stages.tail.profile import StripedProfile, special_transitions
 
+from helpers import tail_build
 from oracle import fwdback
 
 SHIM = """

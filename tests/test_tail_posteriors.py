@@ -12,12 +12,12 @@ import ctypes
 
 import numpy as np
 import pytest
-import tail_build
-from test_domains import _profiles
 
 from gpuhmm.stages.tail.profile import F32, special_transitions
 from gpuhmm.stages.tail.target import Target
 
+from helpers import tail_build
+from helpers.tail import striped_profiles
 from oracle import decoding, null2, optacc
 from oracle.domaindef import define_domains
 from oracle.fwdback import SCALE, DPMatrix, N, RangeError, backward, forward
@@ -141,7 +141,7 @@ def cases(pfam_test_data):
     """Per case: profile, target, the whole target's multihit parser matrices and its envelopes
     (the reference domain definition's, then one sub-range of the first)."""
     hmms, sequences = pfam_test_data
-    profiles = _profiles([hmm for hmm in hmms if hmm.name in {name for name, _ in CASES}])
+    profiles = striped_profiles([hmm for hmm in hmms if hmm.name in {name for name, _ in CASES}])
     made = []
     for name, index in CASES:
         profile, target = profiles[name], Target.from_digital(sequences[index])

@@ -10,12 +10,12 @@ import ctypes
 
 import numpy as np
 import pytest
-import tail_build
-from test_domains import _profiles
 
 from gpuhmm.stages.tail.profile import F32, special_transitions
 from gpuhmm.stages.tail.target import Target
 
+from helpers import tail_build
+from helpers.tail import striped_profiles
 from oracle import domaindef, fwdback
 from oracle.pipeline import forward_parser, target_domains
 from oracle.spensemble import Segments, cluster
@@ -144,7 +144,7 @@ def regions(pfam_test_data):
     domain definition samples (found by watching `region_trace_ensemble`)."""
     hmms, sequences = pfam_test_data
     names = {name for name, _ in CASES}
-    profiles = _profiles([hmm for hmm in hmms if hmm.name in names])
+    profiles = striped_profiles([hmm for hmm in hmms if hmm.name in names])
     found = {}
     original = domaindef.region_trace_ensemble
 

@@ -8,15 +8,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_parity import RUNS, _assert_goldens, _search
-from test_tail_pipeline import run_batch
 
 from gpuhmm import search
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.stages.tail import launch
 from gpuhmm.worker import STATE
 
+from helpers.cli import golden_runs, run_golden
+from helpers.tail import run_batch
+
 GPU_DOMAINS = ("--domaindef", "gpu")
+ENGINE = ("--backend", "gpu", "--cpu", 2, "--db-shards", 3, "--model-shards", 2)
+RUNS = golden_runs()
 
 
 class HostTailEngine(ReferenceEngine):
@@ -51,19 +54,19 @@ def host_tail(monkeypatch):
 def test_tables_identical_to_hmmsearch(tmp_path, host_tail, case):
     """Every third pair of a call handed back: the GPU's hits and pyhmmer's join."""
     engine = host_tail(refuse=3)
-    _assert_goldens(_search(tmp_path, "heldout", case, 3, 2, backend="gpu", extra=GPU_DOMAINS), "heldout", case)
+    run_golden(tmp_path, "search", "heldout", case, *ENGINE, *GPU_DOMAINS)
     assert engine.pairs > 0
 
 
 def test_pyhmmer_finishes_by_default(tmp_path, host_tail):
     engine = host_tail()
-    _assert_goldens(_search(tmp_path, "heldout", "defaults", 3, 2, backend="gpu"), "heldout", "defaults")
+    run_golden(tmp_path, "search", "heldout", "defaults", *ENGINE)
     assert engine.pairs == 0
 
 
 def test_summary_counts_the_pairs(tmp_path, host_tail):
     host_tail(refuse=2)
     summary = tmp_path / "summary.json"
-    _search(tmp_path, "heldout", "defaults", 1, 1, backend="gpu", extra=(*GPU_DOMAINS, "--summary", str(summary)))
+    run_golden(tmp_path, "search", "heldout", "defaults", "--backend", "gpu", *GPU_DOMAINS, "--summary", summary)
     stages = json.loads(summary.read_text())["gpu_stages"]
     assert stages["pairs_finished_on_gpu"] > 0 and stages["pairs_to_pyhmmer"] > 0

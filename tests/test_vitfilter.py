@@ -11,7 +11,7 @@ from gpuhmm.engine.reference.vitfilter import viterbi_scores
 from gpuhmm.hits.tophits import filter_counts
 from gpuhmm.stages import msvfilter, vitfilter
 
-from conftest import msv_filter_scores
+from helpers.filters import msv_filter_scores
 
 
 def _pipeline_counts(hmm, sequences, **options):

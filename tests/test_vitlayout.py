@@ -15,7 +15,7 @@ from gpuhmm.engine.reference.vitfilter import emulate, viterbi_scores
 from gpuhmm.hits.tophits import filter_counts
 from gpuhmm.stages import msvfilter, vitfilter, vitlayout
 
-from conftest import filter_profiles
+from helpers.filters import filter_profiles
 
 
 def _targets(hmms, sequences, count=36):

@@ -21,7 +21,7 @@ from distributed.security import Security
 from gpuhmm import cluster
 from gpuhmm.cli import main
 
-from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
+from helpers.data import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 
 
 def _wait_for(path, process, seconds=120):

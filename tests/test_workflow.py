@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
+from helpers.data import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
 
 pytestmark = pytest.mark.slow
 

@@ -36,7 +36,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import hmmer_binaries  # noqa: E402  (tests/hmmer_binaries.py)
+from helpers import binaries as hmmer_binaries  # noqa: E402  (tests/helpers/binaries.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pyhmmer.easel import Alphabet, DigitalSequenceBlock, TextSequence
 from pyhmmer.plan7 import HMMFile, Pipeline
 
-import hmmer_binaries  # noqa: E402  (tests/hmmer_binaries.py)
+from helpers import binaries as hmmer_binaries  # noqa: E402  (tests/helpers/binaries.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -14,7 +14,7 @@ import tempfile
 import numpy as np
 import pytest
 
-KERNELS = pathlib.Path(__file__).resolve().parents[1] / "src" / "gpuhmm" / "engine" / "kernels" / "tail"
+KERNELS = pathlib.Path(__file__).resolve().parents[2] / "src" / "gpuhmm" / "engine" / "kernels" / "tail"
 FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
 _BUILT = {}
 
