@@ -19,7 +19,7 @@ test: $(VENV)/.installed-test
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[workflow]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
