@@ -6,6 +6,7 @@ pyhmmer, and the summary counts the pairs each side finished."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -14,7 +15,8 @@ from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.stages.tail import launch
 from gpuhmm.worker import STATE
 
-from helpers.cli import golden_runs, run_golden
+from helpers.cli import golden_runs, run_golden, run_tables
+from helpers.data import DATA, hmmer_binary, report_body
 from helpers.tail import run_batch
 
 GPU_DOMAINS = ("--domaindef", "gpu")
@@ -70,3 +72,14 @@ def test_summary_counts_the_pairs(tmp_path, host_tail):
     run_golden(tmp_path, "search", "heldout", "defaults", "--backend", "gpu", *GPU_DOMAINS, "--summary", summary)
     stages = json.loads(summary.read_text())["gpu_stages"]
     assert stages["pairs_finished_on_gpu"] > 0 and stages["pairs_to_pyhmmer"] > 0
+
+
+def test_report_identical_to_hmmsearch(tmp_path, host_tail):
+    """The `-o` report of a multi-model search: each query's statistics count its one model."""
+    engine = host_tail()
+    inputs = [DATA / RUNS["heldout"][key] for key in ("hmmfile", "seqfile")]
+    ours, theirs = tmp_path / "gpuhmm.out", tmp_path / "hmmsearch.out"
+    assert run_tables(tmp_path, "search", *ENGINE, *GPU_DOMAINS, "-o", ours, *inputs)[0] == 0
+    subprocess.run([hmmer_binary("hmmsearch"), "--cpu", "1", "-o", theirs, *inputs], check=True)
+    assert engine.pairs > 0
+    assert report_body(ours.read_text()) == report_body(theirs.read_text())

@@ -339,9 +339,13 @@ def domain_oasc(data):
 
 def pipeline_settings(pipeline, query):
     """The `pipeline` part of a TopHits state for `query` searched with `pipeline`: its thresholds,
-    Z and options (with bit cutoffs, the query's), from a search of no targets. Its counts are
-    zero (restate them, as `tophits` does); fields only nhmmer sets are left as pyhmmer has them."""
-    return pipeline.search_hmm(query, DigitalSequenceBlock(query.alphabet)).__getstate__()["pipeline"]
+    Z and options (with bit cutoffs, the query's), from a search of no targets, with `pipeline`
+    cleared before and after: its counts are zero but for this query's one model and its nodes
+    (restate the rest, as `tophits` does); fields only nhmmer sets are left as pyhmmer has them."""
+    pipeline.clear()
+    state = pipeline.search_hmm(query, DigitalSequenceBlock(query.alphabet)).__getstate__()["pipeline"]
+    pipeline.clear()
+    return state
 
 
 def build_tophits(query, hits, pipeline):

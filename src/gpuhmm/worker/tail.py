@@ -28,7 +28,6 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
     FilterOutcomes on `shard` (a worker.shards.ResidentShard); `pipeline` is the thread's pyhmmer
     Pipeline."""
     settings = [records.pipeline_settings(pipeline, model) for model in models]
-    pipeline.clear()
     on_gpu = [
         np.zeros(len(o.survivors), bool) if seed == 0 else ~np.asarray(o.survivor_unscored, bool) for o in outcomes
     ]
