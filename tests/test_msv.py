@@ -19,7 +19,7 @@ from gpuhmm.stages.msvfilter import END_CODE, PAD_CODE
 from gpuhmm.stages.msvlayout import Striping, build_warp_blocks, stripe_table
 
 from helpers.data import DATA
-from helpers.filters import filter_shard, msv_filter_scores
+from helpers.filters import filter_shard, msv_filter_scores, per_model
 
 AMINO = pyhmmer.easel.Alphabet.amino()
 
@@ -41,15 +41,6 @@ def hmms():
     # a long model, past the multi-sequence kernels: the single-sequence (S = 1) path
     picked.append(pyhmmer.plan7.HMM.sample(AMINO, 2600, pyhmmer.easel.Randomness(3)))
     return picked
-
-
-def per_model(pairs, models, sequences):
-    """An F1Pairs as (models, sequences) arrays: MSV scores (NaN where not passed), undecided."""
-    scores = np.full((models, sequences), np.nan, dtype=np.float32)
-    scores[pairs.pair_model, pairs.pair_sequence] = pairs.scores
-    undecided = np.zeros((models, sequences), dtype=bool)
-    undecided[pairs.undecided_model, pairs.undecided_sequence] = True
-    return scores, undecided
 
 
 @pytest.mark.parametrize("capability", [90, 80], ids=["dpx16", "simd8"])

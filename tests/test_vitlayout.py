@@ -8,14 +8,12 @@ import numpy as np
 import pyhmmer
 import pytest
 
-from gpuhmm.engine import filters
 from gpuhmm.engine.pairs import pair_batch
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.engine.reference.vitfilter import emulate, viterbi_scores
-from gpuhmm.hits.tophits import filter_counts
-from gpuhmm.stages import msvfilter, vitfilter, vitlayout
+from gpuhmm.stages import vitfilter, vitlayout
 
-from helpers.filters import filter_profiles
+from helpers.filters import assert_filter_stages_count_as_hmmsearch
 
 
 def _targets(hmms, sequences, count=36):
@@ -98,38 +96,3 @@ def test_filter_stages_count_as_hmmsearch(pfam_test_data, bias_filter):
     hmms, sequences = pfam_test_data
     picked = sorted(hmms, key=lambda h: h.M)[1:3]
     assert_filter_stages_count_as_hmmsearch(ReferenceEngine(), picked, sequences[:150], bias_filter)
-
-
-def assert_filter_stages_count_as_hmmsearch(engine, hmms, sequences, bias_filter):
-    alphabet = hmms[0].alphabet
-    background = pyhmmer.plan7.Background(alphabet)
-    shard = filters.FilterShard.from_digital(sequences)
-    results = filters.filter_stages(
-        engine,
-        msvfilter.msv_models(hmms),
-        *filter_profiles(hmms, background),
-        background.residue_frequencies,
-        shard,
-        0.02,
-        1e-3,
-        1e-5,
-        bias_filter,
-    )
-    block = pyhmmer.easel.DigitalSequenceBlock(alphabet, sequences)
-    for hmm, result in zip(hmms, results):
-        expected = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, block))
-        survivors = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[i] for i in result.survivors])
-        tail = filter_counts(pyhmmer.plan7.Pipeline(alphabet, bias_filter=bias_filter).search_hmm(hmm, survivors))
-        got = (
-            len(result.passed_msv),
-            len(result.passed_bias),
-            tail["n_past_vit"] + len(result.stopped_after_viterbi),
-            tail["n_past_fwd"],
-        )
-        assert got == (
-            expected["n_past_msv"],
-            expected["n_past_bias"],
-            expected["n_past_vit"],
-            expected["n_past_fwd"],
-        ), hmm.name
-        assert len(result.survivors) <= expected["n_past_vit"], hmm.name
