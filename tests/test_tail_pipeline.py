@@ -1,6 +1,6 @@
 """The whole tail (kernels/tail/, built for the host) against pyhmmer: every (model, target) pair
 of the domain-definition cases runs from the Forward parser to the hit in C++, and the hits,
-rebuilt into a TopHits (`output.records`), equal pyhmmer's field by field and print the same
+rebuilt into a TopHits (`hits.records`), equal pyhmmer's field by field and print the same
 tables, under several threshold settings."""
 
 from __future__ import annotations

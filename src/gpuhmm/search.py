@@ -3,7 +3,7 @@ executor, and gather per model the hits of every shard.
 
 On the CPU backend every task runs HMMER's whole pipeline on one database shard; on the GPU
 backend the filter stages run on the GPU first and pyhmmer finishes the survivors (`worker`).
-Either way each shard keeps the hits hmmsearch would keep (`output.tophits`), and its
+Either way each shard keeps the hits hmmsearch would keep (`hits.tophits`), and its
 statistics count the whole shard. Z is the user's `-Z` or, automatic, the shard's count, which
 `TopHits.merge` sums into the whole database's. The executor is passed in (`cluster`), which
 keeps this module free of Dask.

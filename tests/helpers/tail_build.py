@@ -61,7 +61,7 @@ class Profile(ctypes.Structure):
 
     @classmethod
     def from_striped(cls, profile):
-        """From a `reference.oprofile.StripedProfile`."""
+        """From a `stages.tail.profile.StripedProfile`."""
         abc = profile.alphabet
         degenerate = np.zeros((max(1, len(abc.degenerate)), abc.K + 1), dtype=np.uint8)
         for row, members in enumerate(abc.degenerate):
@@ -76,7 +76,7 @@ class Profile(ctypes.Structure):
 
 
 class SpecialTransitions(ctypes.Structure):
-    """`gpuhmm_tail::SpecialTransitions`, from `reference.oprofile.SpecialTransitions`."""
+    """`gpuhmm_tail::SpecialTransitions`, from `stages.tail.profile.SpecialTransitions`."""
 
     _fields_ = [(name, ctypes.c_float) for name in ("e_move", "e_loop", "move", "loop")]
 

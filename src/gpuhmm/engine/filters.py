@@ -311,8 +311,8 @@ def filter_stages(
     sieve_slots=None,
 ):
     """MSV, bias, Viterbi and Forward filters for every model × every sequence of `shard`, as
-    `p7_Pipeline` decides them (the Forward filter conservatively). `models` are msvfilter.MsvModels,
-    `profiles` vitfilter.ViterbiProfiles and `forward_profiles` fwdfilter.ForwardProfiles, one
+    `p7_Pipeline` decides them (the Forward filter conservatively). `models` are msvfilter.MsvModel,
+    `profiles` vitfilter.ViterbiProfile and `forward_profiles` fwdfilter.ForwardProfile, one
     each per model. `timings` (a dict) collects seconds per stage; `sieve_slots` as `f1_filter`'s."""
     timings = {} if timings is None else timings
     started = time.perf_counter()

@@ -429,7 +429,7 @@ class GpuEngine:
 
     def forward(self, launches, timing=None):
         """Forward-filter launches (fwd.cu), side by side as `viterbi`'s. Each launch is
-        (choice, profiles, sequences, batch): a tuning.ForwardChoice, fwdfilter.ForwardProfiles,
+        (choice, profiles, sequences, batch): a tuning.ForwardChoice, fwdfilter.ForwardProfile,
         (residues, starts, lengths, moves) kept resident, and an engine.pairs.PairBatch. Returns the
         float64 scores (nats) per launch, in each batch's pair order."""
         host = [

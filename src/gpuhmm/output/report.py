@@ -62,7 +62,7 @@ def write_report(
     `alignment_file`: the `-A` file, named after each query's "//".
 
     The target list's name column is as wide as the longest name of every hit kept, reported
-    or not, so `hits` must hold the hits hmmsearch keeps (`output.tophits`).
+    or not, so `hits` must hold the hits hmmsearch keeps (`hits.tophits`).
     """
     write_header(handle, header)
     for index, found in enumerate(hits):

@@ -27,7 +27,7 @@ PER_SURVIVOR = ("survivor_filter_scores", "survivor_unscored")
 class ResidentShard:
     """A shard as a worker keeps it: in database-file order, as hmmsearch reads targets.
 
-    File order matters: see `output.tophits`. `file_position` finds a hit's sequence by name and
+    File order matters: see `hits.tophits`. `file_position` finds a hit's sequence by name and
     length; where a shard holds several such sequences it takes the first, the rule that keeps a
     hit whenever any of them would. The pyhmmer block of the whole shard (CPU backend), the name
     index and the filters' layout of the residues (GPU backend) are built on first use: the GPU

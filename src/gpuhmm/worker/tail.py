@@ -24,7 +24,7 @@ log = logging.getLogger("gpuhmm")
 
 def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
     """Per model: (TopHits of its survivors, pairs the GPU finished, of those the ones past F3).
-    `models` are the HMMs, `filter_models` their worker.models.FilterModels, `outcomes` their
+    `models` are the HMMs, `filter_models` their worker.models.FilterModel, `outcomes` their
     FilterOutcomes on `shard` (a worker.shards.ResidentShard); `pipeline` is the thread's pyhmmer
     Pipeline."""
     settings = [records.pipeline_settings(pipeline, model) for model in models]

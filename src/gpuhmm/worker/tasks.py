@@ -3,7 +3,7 @@
 On the CPU backend a task runs HMMER's whole pipeline through pyhmmer. On the GPU backend the
 filter stages run on the GPU first (`engine.filters`), and pyhmmer's pipeline re-runs every
 stage on the survivors only; since the GPU stages pass HMMER's set or more (exactly up to
-Viterbi, with a margin at Forward), the hits are the same, and `output.tophits` restates
+Viterbi, with a margin at Forward), the hits are the same, and `hits.tophits` restates
 their statistics as a search of the whole shard. With `--domaindef gpu` the GPU finishes the
 survivors it can vouch for (`worker.tail`) and pyhmmer the rest.
 """

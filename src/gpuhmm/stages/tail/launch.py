@@ -107,7 +107,7 @@ def _aligned(size, alignment=16):
 
 
 class ModelPack:
-    """Striped profiles (`reference.oprofile.StripedProfile`) in one byte blob, with the table of
+    """Striped profiles (`profile.StripedProfile`) in one byte blob, with the table of
     `Model` structs that points into it wherever the blob is placed (`table(base)`)."""
 
     def __init__(self, profiles):

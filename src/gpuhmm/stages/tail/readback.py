@@ -75,7 +75,7 @@ def hit_record(profile, target, pipeline, hit, domains, texts, definition):
 def read_back(batch, outputs, out, out_base, targets, pipelines):
     """Per pair: (status, passed, HitRecord or None) from the kernel's `outputs` (host copies of
     `output_arrays`); `out` is the per-pair output size, `out_base` the address the kernel wrote
-    the output at, `targets(sequence)` a `reference.domaindef.Target`, `pipelines[model]` the
+    the output at, `targets(sequence)` a `target.Target`, `pipelines[model]` the
     TopHits pipeline settings of each model."""
     results = []
     domain_bytes = DOMAIN_DTYPE.itemsize * MAX_DOMAINS

@@ -1,5 +1,5 @@
 // HMMER 3.4's posterior decoding (impl_sse/decoding.c): p7_DomainDecoding on the Forward and
-// Backward parser matrices, and p7_Decoding on full matrices (reference/decoding.py).
+// Backward parser matrices, and p7_Decoding on full matrices (tests/oracle/decoding.py).
 //
 // Thread → data: one thread decodes one pair's parser matrices (domain_decoding), or one
 // envelope's full matrices (decoding), serially, row after row.

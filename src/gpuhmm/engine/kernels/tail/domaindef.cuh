@@ -1,6 +1,6 @@
 // HMMER 3.4's domain definition (src/p7_domaindef.c): p7_domaindef_ByPosteriorHeuristics with
 // is_multidomain_region, region_trace_ensemble and rescore_isolated_domain, in hmmsearch's form,
-// bit for bit (reference/domaindef.py), and each domain's alignment display
+// bit for bit (tests/oracle/domaindef.py), and each domain's alignment display
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
 // Thread → data: one thread per target, regions and envelopes in order; every matrix of a region

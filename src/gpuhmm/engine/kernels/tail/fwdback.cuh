@@ -1,6 +1,6 @@
 // HMMER 3.4's Forward and Backward in probability space (impl_sse/fwdback.c): p7_ForwardParser
 // and p7_Forward (forward_engine), p7_BackwardParser and p7_Backward (backward_engine), bit for
-// bit (reference/fwdback.py). A parser matrix (mx->M null) keeps only the special states.
+// bit (tests/oracle/fwdback.py). A parser matrix (mx->M null) keeps only the special states.
 //
 // Thread → data: one thread per DP problem (a target, a region or an envelope), rows in order;
 // each row is Q striped f4 vectors, lanes updated one after another in HMMER's operand order.

@@ -1,6 +1,6 @@
 // HMMER 3.4's null2 (biased composition) model of a domain (impl_sse/null2.c):
 // p7_Null2_ByExpectation, from an envelope's posteriors, and p7_Null2_ByTrace, from the states
-// of one sampled domain (reference/null2.py).
+// of one sampled domain (tests/oracle/null2.py).
 //
 // Thread → data: one thread computes one domain's Kp null2 odds, serially.
 // Lane width: 4 float32 lanes (f4); the usage and odds sums run lane-wise over the striped

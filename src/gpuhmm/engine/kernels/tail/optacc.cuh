@@ -1,6 +1,6 @@
 // HMMER 3.4's optimal accuracy alignment (impl_sse/optacc.c): p7_OptimalAccuracy, the max-plus
 // fill over an envelope's posterior probabilities, and p7_OATrace, its traceback with each
-// step's posterior (reference/optacc.py; the traceback loop is reference/trace.py:traced_back).
+// step's posterior (tests/oracle/optacc.py; the traceback loop is tests/oracle/trace.py:traced_back).
 //
 // Thread → data: one thread fills and traces back one envelope, serially, row after row.
 // Lane width: 4 float32 lanes (f4) of striped vectors; the D→D carry runs q = 0..Q−1 in order.

@@ -1,6 +1,6 @@
 // HMMER 3.4's p7_Pipeline for one target from the Forward parser on (src/p7_pipeline.c), in
 // hmmsearch mode: p7_ForwardParser and the F3 test, p7_BackwardParser, domain definition, then
-// the per-sequence and per-domain scores of the hit, bit for bit (reference/pipeline.py).
+// the per-sequence and per-domain scores of the hit, bit for bit (tests/oracle/pipeline.py).
 //
 // Thread → data: one thread per (model, target) pair. Rounding: scores are float32 nats until
 // the bit conversions (float)((double)x / ln 2); the null2 sequence bias is

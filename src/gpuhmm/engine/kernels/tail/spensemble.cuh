@@ -2,7 +2,7 @@
 // p7_spensemble_Add's segment list, link_spsamples, p7_spensemble_Cluster) with Easel's
 // single-linkage clustering (easel/esl_cluster.c: esl_cluster_SingleLinkage) replayed exactly:
 // the cluster numbers decide the order of envelopes that start at the same residue. Translated
-// from reference/spensemble.py.
+// from tests/oracle/spensemble.py.
 //
 // Thread → data: one thread clusters the segments of one region, serially (O(n²) link tests,
 // computed when needed rather than stored). No vector lanes.

@@ -2,7 +2,7 @@
 // select_d, select_i, select_e, select_c, select_j and select_b) and the Easel pieces it draws
 // with: the fast generator (easel/esl_random.c: esl_randomness_CreateFast, esl_randomness_Init,
 // esl_random, esl_mix3), esl_vec_FNorm (easel/esl_vectorops.c) and esl_rnd_FChoose
-// (easel/esl_random.c). Translated from reference/stotrace.py and reference/trace.py's
+// (easel/esl_random.c). Translated from tests/oracle/stotrace.py and tests/oracle/trace.py's
 // traced_back.
 //
 // Thread → data: one thread samples the traces of one region, serially, from one generator (the

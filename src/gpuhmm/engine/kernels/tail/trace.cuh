@@ -1,5 +1,5 @@
 // HMMER 3.4's state paths as the tail builds them (src/p7_trace.c): p7_trace_Append,
-// p7_trace_AppendWithPP, p7_trace_Reverse and p7_trace_Index (reference/trace.py).
+// p7_trace_AppendWithPP, p7_trace_Reverse and p7_trace_Index (tests/oracle/trace.py).
 //
 // Thread → data: one thread builds one trace in arrays its caller sized. States are HMMER's
 // one-letter names ('S', 'N', 'B', 'M', 'D', 'I', 'E', 'J', 'C', 'T'). No arithmetic.
