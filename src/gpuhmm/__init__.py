@@ -7,7 +7,9 @@ The public API speaks HMMER's vocabulary::
                             gpuhmm.OutputFiles(tblout="hits.tblout"))
 
 `hits` is one pyhmmer `TopHits` per model, in file order, with E-values over the whole
-database. Importing gpuhmm needs neither CUDA nor Dask.
+database. The searches also take what `pyhmmer.hmmsearch` takes instead of files: HMMs or an
+open `HMMFile`, and digital sequences (a `DigitalSequenceBlock`, a digital `SequenceFile`).
+Importing gpuhmm needs neither CUDA nor Dask.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from .errors import GpuhmmError
 from .options import EngineSettings, OutputFiles, ReportSettings, SearchOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from os import PathLike
 
-    from pyhmmer.plan7 import TopHits
+    from pyhmmer.easel import DigitalSequence, DigitalSequenceBlock, SequenceFile
+    from pyhmmer.plan7 import HMM, HMMFile, TopHits
+
+    Models = str | PathLike | HMM | HMMFile | Iterable[HMM]
+    Sequences = str | PathLike | DigitalSequence | DigitalSequenceBlock | SequenceFile | Iterable[DigitalSequence]
 
 
 def __getattr__(name):
@@ -35,22 +42,22 @@ def __getattr__(name):
 
 
 def hmmsearch(
-    models_file: str | PathLike,
-    sequences: str | PathLike,
+    models_file: Models,
+    sequences: Sequences,
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
 ) -> list[TopHits]:
-    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory),
-    as hmmsearch does: one merged `TopHits` per model, in file order."""
+    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory,
+    or pyhmmer's objects), as hmmsearch does: one merged `TopHits` per model, in file order."""
     from .api import hmmsearch as run
 
     return run(models_file, sequences, options, outputs, engine)
 
 
 def phmmer(
-    queries_file: str | PathLike,
-    sequences: str | PathLike,
+    queries_file: Sequences,
+    sequences: Sequences,
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
@@ -63,8 +70,8 @@ def phmmer(
 
 
 def hmmscan(
-    models_file: str | PathLike,
-    sequences: str | PathLike,
+    models_file: Models,
+    sequences: Sequences,
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),

@@ -1,6 +1,7 @@
 """One search from files to outputs: inputs → database shards → engine → merge → outputs.
 
-`hmmsearch`, `phmmer` and `hmmscan` are what `gpuhmm search`, `phmmer` and `scan` run;
+`hmmsearch`, `phmmer` and `hmmscan` are what `gpuhmm search`, `phmmer` and `scan` run; they
+also take pyhmmer's objects instead of files, as `pyhmmer.hmmsearch` does (`db.memory`).
 `merge_hits_files` is what `gpuhmm merge` runs at the end of the workflow, where each model
 shard was searched by its own job. Every output is checked before any work starts.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .cluster import DaskExecutor, available_cpus, local_gpus
 from .db import database as seqdb
-from .db import fasta, inputs, models
+from .db import fasta, inputs, memory, models
 from .errors import GpuhmmError
 from .options import EngineSettings, OutputFiles, SearchOptions
 from .output import merge, summary, tables
@@ -39,7 +40,7 @@ class _Job:
     sequences already reading (the CLI starts both before its imports)."""
 
     program: str  # hmmsearch | phmmer | hmmscan
-    queries: object  # the HMM file, or phmmer's query sequences
+    queries: object  # the HMM file, or phmmer's query sequences, as outputs name them (`memory.name`)
     sequences: object
     options: SearchOptions
     outputs: OutputFiles
@@ -47,6 +48,14 @@ class _Job:
     command: str
     executor: DaskExecutor | None = None
     read_ahead: object = None
+    given: tuple = ()  # the queries and the sequences themselves: paths, or pyhmmer objects
+
+    @classmethod
+    def of(cls, program, queries, sequences, *settings):
+        """The job of these inputs (paths, or pyhmmer objects) and settings, in field order."""
+        what = "queries" if program == "phmmer" else "models"
+        names = memory.name(queries, what), memory.name(sequences, "sequences")
+        return cls(program, *names, *settings, given=(queries, sequences))
 
 
 def hmmsearch(
@@ -62,11 +71,11 @@ def hmmsearch(
 ):
     """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
     Returns the merged `TopHits` of each model in file order; writes the requested outputs."""
-    job = _Job("hmmsearch", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    job = _Job.of("hmmsearch", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
 
     def read(path):
-        hmms = models.read_models(path, allow_empty=bool(outputs.hits))
-        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        hmms = _read_models(path, job.queries, allow_empty=bool(outputs.hits))
+        models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
     return _search(job, read, models_reread=True)
@@ -86,14 +95,20 @@ def phmmer(
     """Search each protein of `queries_file` (FASTA) against `sequences`, as phmmer does: each
     query becomes phmmer's single-sequence model (`models.single_sequence_models`), and the
     models are searched as hmmsearch searches. Returns the merged `TopHits` of each query."""
-    job = _Job("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    job = _Job.of("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead)
     queries = []
 
     def read(path):
+        if memory.is_file(path):
+            found = fasta.read_sequences(path, "amino")
+        else:
+            found = list(memory.sequences(path, job.queries, fasta.ALPHABETS["amino"]()))
+            if not found:
+                raise GpuhmmError(job.queries, "holds no sequences")
         # phmmer skips a query without residues.
-        queries.extend(query for query in fasta.read_sequences(path, "amino") if len(query))
+        queries.extend(query for query in found if len(query))
         hmms = models.single_sequence_models(queries, options.seed)
-        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
     return _search(job, read, queries=queries)
@@ -113,11 +128,11 @@ def hmmscan(
     """Annotate each sequence of `sequences` (FASTA or a makedb directory) with the models of
     `models_file`, as hmmscan does (Z: the number of models, unless -Z). Returns one TopHits
     per sequence, in file order, and writes the requested outputs."""
-    job = _Job("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    job = _Job.of("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
 
     def read(path):
-        hmms = models.read_models(path)
-        models.check_cutoffs(hmms, options.bit_cutoffs, path)
+        hmms = _read_models(path, job.queries)
+        models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
     with _prepared(job, read) as run:
@@ -134,7 +149,7 @@ def hmmscan(
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
-        footer = tables.hmmer_footer(command, models_file, sequences, scan=True)
+        footer = tables.hmmer_footer(command, job.queries, job.sequences, scan=True)
         tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footer, scan=True, report=report)
     return per_sequence
 
@@ -170,16 +185,18 @@ def _prepared(job, read_models, models_reread=False):
     if str(job.queries) == inputs.STDIN == str(job.sequences):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
-    cpus = engine.cpus or available_cpus()
+    cpus = engine.threads or available_cpus()
     executor = job.executor or DaskExecutor(engine.scheduler, cpus, gpus=local_gpus(engine.backend, engine.scheduler))
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
-        queries_path, sequences_path = (_readable(name, cleanup) for name in (job.queries, job.sequences))
+        queries_path, sequences_path = (_readable(given, cleanup) for given in job.given)
         backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler)
         started = time.perf_counter()
         hmms = read_models(queries_path)
-        searched = models.ModelsOnDisk.of(queries_path, hmms) if models_reread else hmms
+        searched = (
+            models.ModelsOnDisk.of(queries_path, hmms) if models_reread and memory.is_file(queries_path) else hmms
+        )
         run = _Run(executor, backend, cpus, hmms, searched)
         run.timed("read models", started)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
@@ -187,6 +204,8 @@ def _prepared(job, read_models, models_reread=False):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], backend, engine.shard_memory, searched)
         run.timed("prepare workers", started)
         started = time.perf_counter()
+        if not memory.is_file(sequences_path):
+            sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
         run.database = _open_database(sequences_path, hmms, engine.db_shards, cleanup, executor, job.read_ahead)
         run.timed("database", started)
         yield run
@@ -194,12 +213,27 @@ def _prepared(job, read_models, models_reread=False):
 
 def _readable(name, cleanup):
     """A path that can be read as often as needed: `name` itself, or a stream's copy in a
-    temporary directory, with errors about the copy naming `name` while `cleanup` lasts."""
-    if not inputs.is_stream(name):
+    temporary directory, with errors about the copy naming `name` while `cleanup` lasts.
+    pyhmmer objects are returned as they are."""
+    if not memory.is_file(name) or not inputs.is_stream(name):
         return name
     copy = inputs.spool(name, cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-in-")))
     cleanup.enter_context(_named_as(str(copy), name))
     return copy
+
+
+def _written(sequences, name, hmms, cleanup):
+    """pyhmmer's target sequences written to a FASTA file in a temporary directory, to be read
+    as a named file is; errors about the file name them `name` while `cleanup` lasts."""
+    path = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-in-"))) / "sequences.fa"
+    memory.write_fasta(sequences, path, name, hmms[0].alphabet if hmms else None)
+    cleanup.enter_context(_named_as(str(path), name))
+    return path
+
+
+def _read_models(source, name, allow_empty=False):
+    """The models of a file (`source`, a path), or pyhmmer's HMMs; errors about them name `name`."""
+    return models.read_models(source, allow_empty) if memory.is_file(source) else memory.models(source, name)
 
 
 @contextlib.contextmanager

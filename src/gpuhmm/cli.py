@@ -60,15 +60,15 @@ def _outputs(args):
         output=args.output or "-",
         alignments=args.alignments if searching else None,
         report=ReportSettings(noali=args.noali, acc=args.acc, textw=0 if args.notextw else args.textw),
-        **({"shuffles": args.shuffle} if searching and args.shuffle else {}),
+        **({"shuffles": args.shuffle} if searching and args.shuffle is not None else {}),
     )
 
 
-def _engine(args, cpus):
+def _engine(args):
     return EngineSettings(
         backend=args.backend,
         scheduler=args.scheduler,
-        cpus=cpus,
+        cpus=args.cpu,
         db_shards=args.db_shards,
         model_shards=getattr(args, "model_shards", None),
         shard_memory=args.shard_memory,
@@ -81,9 +81,7 @@ def _search(args, command):
     since Dask takes longer to import and start than everything else."""
     from .cluster import DaskExecutor, available_cpus, local_gpus
 
-    options, outputs = _options(args), _outputs(args)
-    if args.command != "scan" and args.shuffle and not args.shuffle_out:
-        raise GpuhmmError("--shuffle", "needs --shuffle-out FILE for its table")
+    options, outputs, engine = _options(args), _outputs(args), _engine(args)
     if args.tformat not in (None, "fasta"):
         raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
     from .output.files import check_outputs
@@ -91,9 +89,7 @@ def _search(args, command):
     # Before the cluster starts, so that a bad path fails at once; the API checks again for
     # callers of its own (a few stat calls).
     check_outputs(outputs.named())
-    # `--cpu 0` is hmmsearch's serial mode: one worker thread.
-    cpus = max(1, args.cpu) if args.cpu is not None else available_cpus()
-    engine = _engine(args, cpus)
+    cpus = engine.threads or available_cpus()
     executor = DaskExecutor(args.scheduler, cpus, gpus=local_gpus(args.backend, args.scheduler))
     read_ahead = _start_reading(args, executor)
     from . import api

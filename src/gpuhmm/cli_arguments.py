@@ -1,11 +1,15 @@
-"""The command line's arguments: hmmsearch's own option names and defaults, then gpuhmm's engine."""
+"""The command line's arguments: hmmsearch's own option names and defaults, then gpuhmm's engine.
+
+The parsers here read the words; the values of a search's options are checked where the API's
+are, when `gpuhmm.options`' settings are built from them.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from ._version import __version__
-from .options import DEFAULT_SHUFFLES
+from .options import BACKENDS, DEFAULT_SHUFFLES, DOMAINDEFS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,12 +28,16 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
+def _integer(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def _integer_at_least(minimum):
     def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        value = _integer(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
         return value
@@ -98,7 +106,7 @@ def _add_hmmer_options(parser):
         "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
     )
     other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
-    other.add_argument("--seed", type=_integer_at_least(0), metavar="N", help="RNG seed, 0 for a random one [42]")
+    other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
     other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
 
 
@@ -138,8 +146,8 @@ def _add_search_arguments(parser, program="hmmsearch"):
         )
     _add_hmmer_options(parser)
     engine = parser.add_argument_group("engine")
-    engine.add_argument("--cpu", type=_integer_at_least(0), metavar="N", help="worker threads, 0 for one [all cores]")
-    engine.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="filter backend [auto]")
+    engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
+    engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")
     engine.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -147,7 +155,7 @@ def _add_search_arguments(parser, program="hmmsearch"):
     )
     engine.add_argument(
         "--db-shards",
-        type=_integer_at_least(1),
+        type=_integer,
         default=1,
         metavar="N",
         help="shards to split a FASTA SEQFILE into [1]",
@@ -162,20 +170,20 @@ def _add_search_arguments(parser, program="hmmsearch"):
     if searching:
         engine.add_argument(
             "--model-shards",
-            type=_integer_at_least(1),
+            type=_integer,
             metavar="N",
             help="model groups, balanced by length; tasks = model groups × database shards [auto]",
         )
         engine.add_argument(
             "--domaindef",
-            choices=("cpu", "gpu"),
+            metavar=f"{{{','.join(DOMAINDEFS)}}}",
             default="cpu",
             help="where the GPU backend runs domain definition and the stages after the Forward "
             "filter: pyhmmer on the CPU, or the GPU's exact port [cpu]",
         )
         engine.add_argument(
             "--shuffle",
-            type=_integer_at_least(10),
+            type=_integer,
             metavar="N",
             help=f"shuffles per reported hit for --shuffle-out, drawn from --seed [{DEFAULT_SHUFFLES}]",
         )

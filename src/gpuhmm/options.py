@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+import os
 
 from .errors import GpuhmmError
 
@@ -23,8 +25,13 @@ E_VALUE_OPTIONS = ("E", "domE", "incE", "incdomE")
 #: hmmsearch refuses the filter thresholds together with `--max`.
 FILTER_OPTIONS = ("F1", "F2", "F3")
 
-#: Shuffles per reported hit for the shuffle significance table (`--shuffle`).
+#: Shuffles per reported hit for the shuffle significance table (`--shuffle`), and the fewest.
 DEFAULT_SHUFFLES = 1000
+MIN_SHUFFLES = 10
+
+#: `--backend`: where the filters run; `--domaindef`: where the GPU backend runs domain definition.
+BACKENDS = ("auto", "cpu", "gpu")
+DOMAINDEFS = ("cpu", "gpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +59,8 @@ class SearchOptions:
 
     @classmethod
     def from_mapping(cls, values, source="options"):
-        """Build checked options from a mapping (a workflow config block, parsed CLI flags).
+        """Build checked options from a mapping (a workflow config block, parsed CLI flags); a
+        problem names `source`.
 
         A key whose value is None or HMMER's default counts as not given, so a config that
         spells every default out is the same as an empty one.
@@ -64,36 +72,38 @@ class SearchOptions:
                 source, f"unknown hmmsearch option(s): {', '.join(unknown)}; known: {', '.join(defaults)}"
             )
         given = {key: value for key, value in values.items() if value is not None and value != defaults[key]}
-        options = cls(**given)
-        options._check(source, given)
-        return options
+        try:
+            return cls(**given)
+        except GpuhmmError as error:
+            raise GpuhmmError(source, error.problem) from None
 
-    def _check(self, source, given):
-        def fail(problem):
-            raise GpuhmmError(source, problem)
-
+    def __post_init__(self):
+        # The one check of these options: the CLI and the workflow's config come through here too.
+        # A value equal to HMMER's default counts as not given, as in `from_mapping`.
+        given = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) != field.default]
         for name in ("E", "domE", "incE", "incdomE", "Z", "domZ", *FILTER_OPTIONS):
             value = getattr(self, name)
             # hmmsearch takes `-E inf` (report everything); the other values must be finite.
             allowed = _is_number(value) or (name in E_VALUE_OPTIONS and value == math.inf)
             if value is not None and not (allowed and value > 0):
-                fail(f"{_flag(name)} must be a number > 0, not {value!r}")
+                _fail(f"{_flag(name)} must be a number > 0, not {value!r}")
         for name in ("T", "domT", "incT", "incdomT"):
             value = getattr(self, name)
             if value is not None and not _is_number(value):
-                fail(f"{_flag(name)} must be a number, not {value!r}")
+                _fail(f"{_flag(name)} must be a number, not {value!r}")
+        for name in ("max", "nobias", "nonull2"):
+            _check_flag(_flag(name), getattr(self, name))
         if self.cut is not None:
             if self.cut not in CUTOFFS:
-                fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
+                _fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
             clashing = [name for name in THRESHOLD_OPTIONS if name in given]
             if clashing:
-                fail(f"--cut_{self.cut} cannot be combined with {', '.join(map(_flag, clashing))}")
+                _fail(f"--cut_{self.cut} cannot be combined with {', '.join(map(_flag, clashing))}")
         if self.max:
             clashing = [name for name in (*FILTER_OPTIONS, "nobias") if name in given]
             if clashing:
-                fail(f"--max cannot be combined with {', '.join(map(_flag, clashing))}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            fail(f"--seed must be an integer >= 0, not {self.seed!r}")
+                _fail(f"--max cannot be combined with {', '.join(map(_flag, clashing))}")
+        _check_integer("--seed", self.seed, 0)
 
     @property
     def bit_cutoffs(self):
@@ -151,7 +161,37 @@ def _flag(name):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fail(problem):
+    raise GpuhmmError(None, problem)
+
+
+def _is_integer(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_integer(flag, value, minimum, optional=False):
+    if optional and value is None:
+        return
+    if not (_is_integer(value) and value >= minimum):
+        _fail(f"{flag} must be an integer >= {minimum}, not {value!r}")
+
+
+def _check_flag(flag, value):
+    if not isinstance(value, bool):
+        _fail(f"{flag} must be True or False, not {value!r}")
+
+
+def _check_choice(flag, value, choices):
+    if value not in choices:
+        _fail(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _check_path(flag, value):
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        _fail(f"{flag} must be a file name, not {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +203,11 @@ class ReportSettings:
     textw: int = 120  # line width for alignments; 0: unlimited (`--notextw`)
 
     def __post_init__(self):
-        if 0 < self.textw < 120:  # the range hmmsearch's --textw accepts
-            raise GpuhmmError("--textw", f"must be 0 (unlimited) or at least 120, not {self.textw}")
+        _check_flag("--noali", self.noali)
+        _check_flag("--acc", self.acc)
+        # hmmsearch's --textw takes 120 or more; 0 is --notextw.
+        if self.textw != 0 and not (_is_integer(self.textw) and self.textw >= 120):
+            _fail(f"--textw must be 0 (unlimited) or at least 120, not {self.textw!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +227,15 @@ class OutputFiles:
     shuffles: int = DEFAULT_SHUFFLES  # shuffles per hit for `shuffle_out`
     report: ReportSettings = ReportSettings()
 
+    def __post_init__(self):
+        for flag, path in self.named().items():
+            _check_path(flag, path)
+        _check_integer("--shuffle", self.shuffles, MIN_SHUFFLES)
+        if self.shuffles != DEFAULT_SHUFFLES and self.shuffle_out is None:
+            raise GpuhmmError("--shuffle", "needs --shuffle-out FILE for its table")
+        if not isinstance(self.report, ReportSettings):
+            _fail(f"report must be a ReportSettings, not {self.report!r}")
+
     def named(self):
         """Each output's option name → its path (None where not given)."""
         flags = {"output": "-o", "alignments": "-A"}
@@ -200,8 +252,24 @@ class EngineSettings:
 
     backend: str = "auto"  # auto | cpu | gpu
     scheduler: str | None = None  # a running Dask scheduler's address; None: start a local cluster
-    cpus: int | None = None  # worker threads; None: every core this process may use
+    cpus: int | None = None  # worker threads; 0: one (hmmsearch's --cpu 0); None: every core this process may use
     db_shards: int = 1  # shards a FASTA database is split into
     model_shards: int | None = None  # model groups balanced by length; None: guided groups
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
     domaindef: str = "cpu"  # cpu | gpu: where the GPU backend runs the stages after the Forward filter
+
+    def __post_init__(self):
+        _check_choice("--backend", self.backend, BACKENDS)
+        if self.scheduler is not None and not isinstance(self.scheduler, (str, os.PathLike)):
+            _fail(f"--scheduler must be an address or a scheduler file, not {self.scheduler!r}")
+        _check_integer("--cpu", self.cpus, 0, optional=True)
+        _check_integer("--db-shards", self.db_shards, 1)
+        _check_integer("--model-shards", self.model_shards, 1, optional=True)
+        if self.shard_memory is not None and not (_is_number(self.shard_memory) and self.shard_memory > 0):
+            _fail(f"--shard-memory must be more than 0, not {self.shard_memory!r}")
+        _check_choice("--domaindef", self.domaindef, DOMAINDEFS)
+
+    @property
+    def threads(self):
+        """The worker threads asked for, at least one; None: every core this process may use."""
+        return None if self.cpus is None else max(1, self.cpus)
