@@ -10,7 +10,6 @@ import shutil
 import pytest
 
 from gpuhmm.db.models import (
-    ModelShards,
     ModelsOnDisk,
     _read_files,
     balance_by_length,
@@ -48,10 +47,25 @@ def test_split_models_round_trip(tmp_path):
 
 
 def test_changed_model_shard_is_refused(tmp_path):
-    split_models(MODELS, tmp_path, 2)
-    (tmp_path / "models-0000.h3m").write_bytes((tmp_path / "models-0001.h3m").read_bytes())
-    with pytest.raises(Exception, match="checksum"):
-        ModelShards.open(tmp_path).positions(tmp_path / "models-0000.h3m")
+    """A shard changed after `splitmodels` is not the one its manifest lists: merge refuses its hits."""
+    split_models(MODELS, tmp_path / "models", 2)
+    shards = [tmp_path / "models" / f"models-{index:04d}.h3m" for index in range(2)]
+    shards[0].write_bytes(shards[1].read_bytes())
+    for index, shard in enumerate(shards):
+        run_gpuhmm(
+            "search", "--cpu", "1", "-o", os.devnull, "--hits", tmp_path / f"{index}.hits", shard, DATA / "proteins.faa"
+        )
+    process = run_gpuhmm(
+        "merge",
+        "--order",
+        tmp_path / "models" / "manifest.json",
+        "--tblout",
+        tmp_path / "t",
+        *[tmp_path / f"{index}.hits" for index in range(2)],
+        check=False,
+    )
+    assert process.returncode == 1 and "the shard changed since" in process.stderr
+    assert not (tmp_path / "t").exists()
 
 
 def test_cli_pipeline_of_makedb_splitmodels_search_merge(tmp_path):

@@ -163,6 +163,7 @@ class _Run:
     cpus: int
     hmms: list
     searched: object  # the models as tasks take them: `hmms`, or a `ModelsOnDisk` of them
+    inputs: tuple  # the queries and sequences as read: files named, streams' copies, or in memory
     database: object = None
     stages: list = dataclasses.field(default_factory=list)
 
@@ -197,7 +198,7 @@ def _prepared(job, read_models, models_reread=False):
         searched = (
             models.ModelsOnDisk.of(queries_path, hmms) if models_reread and memory.is_file(queries_path) else hmms
         )
-        run = _Run(executor, backend, cpus, hmms, searched)
+        run = _Run(executor, backend, cpus, hmms, searched, (queries_path, None))
         run.timed("read models", started)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
         started = time.perf_counter()
@@ -207,6 +208,7 @@ def _prepared(job, read_models, models_reread=False):
         if not memory.is_file(sequences_path):
             sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
         run.database = _open_database(sequences_path, hmms, engine.db_shards, cleanup, executor, job.read_ahead)
+        run.inputs = (queries_path, sequences_path)
         run.timed("database", started)
         yield run
 
@@ -283,9 +285,7 @@ def _search(job, read_models, models_reread=False, queries=None):
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
         if outputs.hits:
-            merge.save_hits(
-                outputs.hits, merged, {"model_file": Path(job.queries).name, "run": record, "stages": run.stages}
-            )
+            merge.save_hits(outputs.hits, merged, _searched_how(job, run, record))
         run.timed("merge and write", started)
         if outputs.summary or outputs.summary_tsv:
             summary.write_summary(
@@ -296,31 +296,35 @@ def _search(job, read_models, models_reread=False, queries=None):
     return merged
 
 
+def _searched_how(job, run, record):
+    """What a hits file records of its search, for `gpuhmm merge` to check: the options, the
+    database's digest, Z, and the model file searched (and its place among model shards)."""
+    queries, sequences = run.inputs
+    return {
+        "search": {"program": job.program, "options": job.options.command_line()},
+        "database": {"sha256": seqdb.content_digest(sequences), "sequences": run.database.sequences},
+        "Z": record["Z"],
+        "model_shard": models.shard_place(queries) if memory.is_file(queries) else models.memory_place(run.hmms),
+        "run": record,
+        "stages": run.stages,
+    }
+
+
 def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="gpuhmm merge"):
-    """Merge the hits files of model shards into tables, models back in input-file order."""
+    """Merge the hits files of model shards into tables, models back in input-file order. The
+    files must have been searched alike (`merge.check_alike`), and with `order` (the
+    `splitmodels` manifest) hold each of its model shards once."""
     check_outputs(outputs.named())
     started = time.perf_counter()
     contents = [merge.load_hits(path) for path in hits_files]
     runs = [content["run"] for content in contents]
     models_file = runs[0]["models_file"] if runs else "-"
-    ranked = []
+    merge.check_alike(contents)
+    shards = None
     if order is not None:
         shards = models.ModelShards.open(order)
         models_file = shards.source
-        for path, content in zip(hits_files, contents):
-            positions = shards.positions(shards.path / content["model_file"])
-            if len(positions) != len(content["hits"]):
-                raise GpuhmmError(path, f"holds {len(content['hits'])} models, its shard lists {len(positions)}")
-            ranked += zip(positions, content["hits"])
-        if len(ranked) != shards.models:
-            raise GpuhmmError(
-                shards.path,
-                f"lists {shards.models} models but the hits files hold {len(ranked)}: a model shard is missing",
-            )
-    else:
-        ranked = list(enumerate(hits for content in contents for hits in content["hits"]))
-    ranked.sort(key=lambda pair: pair[0])
-    merged = [hits for _, hits in ranked]
+    merged = merge.in_model_order(contents, shards)
     footer = tables.hmmer_footer(command, models_file, runs[0]["sequences_file"] if runs else "-")
     tables.write_outputs(merged, dataclasses.asdict(outputs), footer)
     if outputs.summary or outputs.summary_tsv:

@@ -106,6 +106,23 @@ class SequenceDatabase:
             raise GpuhmmError(shard_path, f"not a database shard as `gpuhmm makedb` writes them ({error})") from None
 
 
+def content_digest(path):
+    """The SHA-256 that names the contents of the database `path`, so that searches can be
+    shown to have met the same one: of a makedb directory's alphabet and shards (their
+    checksums, in order), or of a FASTA file's bytes. A FASTA file and a database built from it
+    are not the same database to it."""
+    path = Path(path)
+    if path.is_dir() or path.name == MANIFEST:
+        database = SequenceDatabase.open(path)
+        identity = [database.alphabet_name, [info.sha256 for info in database.shards]]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
     """Read `fasta` (plain or gzip) as Easel does and write a sharded database to `outdir`.
 

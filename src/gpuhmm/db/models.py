@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import heapq
+import io
 import json
 import os
 import threading
@@ -228,15 +229,32 @@ class ModelShards:
         except (ValueError, KeyError, TypeError) as error:
             raise GpuhmmError(manifest_path, f"damaged model-shard manifest ({error})") from None
 
-    def positions(self, model_file):
-        """Input-file positions of the models in one shard file, found by name and checksum."""
-        model_file = Path(model_file)
-        for shard in self.shards:
-            if shard["file"] == model_file.name:
-                if _sha256(model_file) != shard["sha256"]:
-                    raise GpuhmmError(model_file, "model shard does not match its manifest checksum (stale or damaged)")
-                return shard["positions"]
-        raise GpuhmmError(model_file, f"not listed in {self.path / MANIFEST}")
+
+def shard_place(model_file):
+    """Which model file a search read: {"file", "sha256"}, and "shard" and "shards", its place
+    (from 0) among the shards of the `splitmodels` manifest beside it, both None where no
+    manifest there lists it as it is. `gpuhmm merge` checks that every shard is merged once."""
+    path = Path(model_file)
+    place = {"file": path.name, "sha256": _sha256(path), "shard": None, "shards": None}
+    try:
+        split = ModelShards.open(path.parent / MANIFEST)
+    except (GpuhmmError, OSError):
+        return place
+    for index, entry in enumerate(split.shards):
+        if isinstance(entry, dict) and (entry.get("file"), entry.get("sha256")) == (path.name, place["sha256"]):
+            place.update(shard=index, shards=len(split.shards))
+    return place
+
+
+def memory_place(hmms):
+    """`shard_place` for models searched from memory: named so, with the SHA-256 of their binary
+    form, and no place among model shards."""
+    digest = hashlib.sha256()
+    for hmm in hmms:
+        handle = io.BytesIO()
+        hmm.write(handle, binary=True)
+        digest.update(handle.getvalue())
+    return {"file": "(models in memory)", "sha256": digest.hexdigest(), "shard": None, "shards": None}
 
 
 def split_models(model_file, outdir, shards):

@@ -326,6 +326,61 @@ def decode_hit(data):
     )
 
 
+def check_hit(data):
+    """That `data` holds one whole `P7_HIT` record, as `p7_hit_Deserialize` reads it, else
+    ValueError. HMMER's reader trusts every size and string end it meets, and the table writers
+    index by the best domain and by each alignment's length, so a record from elsewhere must be
+    checked first; this walks the layout without building a HitRecord (faster than `decode_hit`)."""
+    data = bytes(data)
+    fields = _unpack(_HIT, data, 0)
+    size, ndom, (reported, included, best), presence = fields[0], fields[14], fields[16:19], fields[21]
+    if _strings_end(data, _HIT.size, 1 + bin(presence & 3).count("1"), size) != size:
+        raise ValueError("P7_HIT names do not end where its size says")
+    if not (0 <= best < ndom and 0 <= reported <= ndom and 0 <= included <= ndom):
+        raise ValueError(f"best domain {best}, {reported} reported and {included} included of {ndom} domains")
+    offset = size
+    for _ in range(ndom):
+        dsize, *_, nscores = _unpack(_DOMAIN, data, offset)
+        if nscores < 0 or dsize != _DOMAIN.size + 4 * nscores:
+            raise ValueError(f"P7_DOMAIN record of {dsize} bytes with {nscores} scores")
+        offset += dsize
+        asize, columns, *_, lines = _unpack(_ALIDISPLAY, data, offset)
+        if lines & ~sum(_LINE_BITS.values()) or columns < 0:
+            raise ValueError(f"P7_ALIDISPLAY with presence bits {lines} and {columns} columns")
+        count = 2 + bin(lines).count("1") + len(_NAMES)
+        ends = _strings_end(data, offset + _ALIDISPLAY.size, count, offset + asize, columns, lines)
+        if ends != offset + asize:
+            raise ValueError("P7_ALIDISPLAY strings do not end where its size says")
+        offset = ends
+    if offset != len(data):
+        raise ValueError(f"{len(data) - offset} bytes left after the P7_HIT record")
+
+
+def _unpack(layout, data, offset):
+    if offset + layout.size > len(data):
+        raise ValueError(f"record cut short at byte {len(data)}")
+    return layout.unpack_from(data, offset)
+
+
+def _strings_end(data, offset, count, end, columns=None, lines=0):
+    """Where `count` NUL-terminated UTF-8 strings from `offset` end, each before `end`. With `columns`,
+    they are an alignment's: its present lines (`lines`), nucleotides aside, `columns` long."""
+    lengths = []
+    for _ in range(count):
+        stop = data.find(b"\0", offset, end)
+        if stop < 0:
+            raise ValueError(f"a string runs past its record's end at byte {end}")
+        data[offset:stop].decode()  # pyhmmer's writers decode them as UTF-8
+        lengths.append(stop - offset)
+        offset = stop + 1
+    if columns is not None:
+        order = ("rfline", "mmline", "csline", "model", "mline", "aseq", "ntseq", "ppline")
+        present = [name for name in order if name in ("model", "mline") or lines & _LINE_BITS[name]]
+        if any(length != columns for name, length in zip(present, lengths) if name != "ntseq"):
+            raise ValueError(f"alignment lines are not {columns} columns long")
+    return offset
+
+
 def domain_counts(data):
     """(nexpected, nreported) of the P7_HIT record `data`, read from its fixed part alone."""
     fields = _HIT.unpack_from(bytes(data))

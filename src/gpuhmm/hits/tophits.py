@@ -10,11 +10,20 @@ write hmmsearch's bytes, each shard's list must hold exactly the hits hmmsearch 
 A shard searched in file order with an automatic Z keeps P·j ≤ E, with j its rank inside the
 shard (j ≤ i): a superset. `as_hmmsearch_keeps` drops the hits whose P·i > E. Merging the
 shards then sums their Z to the database size and re-thresholds, as hmmsearch's end does.
+
+`as_data` and `from_data` carry a TopHits through a file as data alone (no pickle), checked
+on the way back in.
 """
 
 from __future__ import annotations
 
-from pyhmmer.plan7 import TopHits
+import io
+import struct
+
+from pyhmmer.easel import Alphabet, VectorU8
+from pyhmmer.plan7 import HMMFile, TopHits
+
+from .records import check_hit
 
 #: P7_PIPELINE.Z_setby when Z counts the targets (p7_ZSETBY_NTARGETS).
 _Z_SET_BY_TARGETS = 0
@@ -124,3 +133,99 @@ def attached(state, query):
     hits = TopHits(query)
     hits.__setstate__(state)
     return hits
+
+
+#: The fields of a TopHits state besides its hits, order and pipeline, and their types.
+_STATE_FIELDS = {
+    "_empty": bool,
+    "N": int,
+    "nreported": int,
+    "nincluded": int,
+    "is_sorted_by_sortkey": bool,
+    "is_sorted_by_seqidx": bool,
+}
+
+
+def as_data(hits):
+    """`hits` as data alone, for a file that may come back from anyone: (its state without the
+    hits, as JSON-ready values; its query as HMMER's binary model; each hit's P7_HIT record,
+    `p7_hit_Serialize`'s bytes). `from_data` reads them back."""
+    state = hits.__getstate__()
+    records = [bytes(hit) for hit in state.pop("unsrt")]
+    del state["Nalloc"]  # pyhmmer's __setstate__ allocates exactly N
+    model = io.BytesIO()
+    hits.query.write(model, binary=True)
+    return state, model.getvalue(), records
+
+
+def from_data(state, model, records):
+    """The TopHits that `as_data` gave; ValueError for data that is not one. pyhmmer's reader
+    trusts the state it is given (the sorted order indexes memory, the records' sizes are read
+    as they say), so all of it is checked first."""
+    hits = TopHits(_query(model))
+    pipeline = _checked_state(state, len(records), hits.__getstate__()["pipeline"])
+    for index, record in enumerate(records):
+        try:
+            check_hit(record)
+        except ValueError as error:
+            raise ValueError(f"hit {index} of {hits.query.name}: {error}") from None
+    try:
+        hits.__setstate__(
+            dict(state, pipeline=pipeline, Nalloc=len(records), unsrt=[VectorU8(bytearray(r)) for r in records])
+        )
+    except (OverflowError, TypeError) as error:  # a number out of its C field's range
+        raise ValueError(f"hits state of {hits.query.name}: {error}") from None
+    return hits
+
+
+#: The start of an HMMER 3/f binary model (`read_bin30hmm`, native byte order): its magic
+#: number, flags, M and alphabet type; and the alphabets, by type, with their sizes K.
+_BINARY_MODEL = struct.Struct("=Iiii")
+_V3F_MAGIC = 0xE8EDEDBA
+_ALPHABETS = {1: (Alphabet.dna, 4), 2: (Alphabet.rna, 4), 3: (Alphabet.amino, 20)}
+
+
+def _query(model):
+    """The one HMM of the binary model `model`. HMMER's reader stops the process on an unknown
+    alphabet and allocates M nodes before it reads them, so both are checked first: M must fit
+    the bytes (each node holds 2K + 7 floats at least)."""
+    if len(model) < _BINARY_MODEL.size:
+        raise ValueError("query is not an HMMER binary model (cut short)")
+    magic, _, M, alphabet = _BINARY_MODEL.unpack_from(model)
+    if magic != _V3F_MAGIC or alphabet not in _ALPHABETS:
+        raise ValueError("query is not an HMMER 3/f binary model")
+    create, K = _ALPHABETS[alphabet]
+    if not 0 < M * (2 * K + 7) * 4 <= len(model):
+        raise ValueError(f"query model of {M} nodes in {len(model)} bytes")
+    try:
+        with HMMFile(io.BytesIO(model), alphabet=create()) as reader:
+            queries = list(reader)
+    except (EOFError, ValueError, OSError) as error:
+        raise ValueError(f"query is not an HMMER binary model ({error})") from None
+    if len(queries) != 1:
+        raise ValueError(f"{len(queries)} query models where one belongs")
+    (query,) = queries
+    _ = query.name, query.accession, query.description  # UnicodeDecodeError, a ValueError, if not UTF-8
+    return query
+
+
+def _checked_state(state, count, fresh):
+    """`state`'s pipeline, once `state` is shown to be a TopHits state of `count` hits whose
+    pipeline has the fields and types of `fresh` (an empty TopHits's)."""
+    if not isinstance(state, dict) or set(state) != {*_STATE_FIELDS, "hit", "pipeline"}:
+        raise ValueError("hits state without the fields of a pyhmmer TopHits")
+    for name, kind in _STATE_FIELDS.items():
+        if type(state[name]) is not kind:
+            raise ValueError(f"hits state field {name!r} is not {kind.__name__}")
+    if state["N"] != count or not 0 <= state["nreported"] <= count or not 0 <= state["nincluded"] <= count:
+        raise ValueError(f"hits state counts {state['N']}, {state['nreported']}, {state['nincluded']} of {count} hits")
+    order = state["hit"]
+    if not isinstance(order, list) or any(type(i) is not int for i in order) or sorted(order) != list(range(count)):
+        raise ValueError(f"hits state's order is not an order of {count} hits")
+    pipeline = state["pipeline"]
+    if not isinstance(pipeline, dict) or set(pipeline) != set(fresh):
+        raise ValueError("pipeline state without the fields of pyhmmer's")
+    for name, value in pipeline.items():
+        if type(value) is not type(fresh[name]):
+            raise ValueError(f"pipeline field {name!r} is not {type(fresh[name]).__name__}")
+    return pipeline
