@@ -7,12 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpuhmm import search
-from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
 from helpers.cli import golden_runs, run_golden
-from helpers.data import DATA
 
 RUNS = golden_runs("phmmer")
 
@@ -35,12 +33,3 @@ def test_phmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
 @pytest.mark.gpu
 def test_phmmer_on_the_gpu(tmp_path):
     _phmmer(tmp_path, "phmmer", "defaults", backend="gpu")
-
-
-def test_nucleotide_queries_are_refused(tmp_path, capsys):
-    queries = tmp_path / "dna.faa"
-    queries.write_text(">q\nACGTACGTACGTTGCAACGTACGATCGATCGTAGCTAGCTAGCTAGCATCGAT\n")
-    status = main(["phmmer", "--cpu", "1", "--tblout", str(tmp_path / "t"), str(queries), str(DATA / "proteins.faa")])
-    assert status == 1
-    assert "dna.faa: alphabet mismatch" in capsys.readouterr().err
-    assert not (tmp_path / "t").exists()

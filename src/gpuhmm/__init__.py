@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, ReportSettings, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -61,12 +61,13 @@ def phmmer(
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
+    builder: PhmmerOptions = PhmmerOptions(),
 ) -> list[TopHits]:
     """Search each protein of `queries_file` against `sequences` as phmmer does: one `TopHits`
-    per query, in file order."""
+    per query, in file order. `builder` holds phmmer's own options (score system, calibration)."""
     from .api import phmmer as run
 
-    return run(queries_file, sequences, options, outputs, engine)
+    return run(queries_file, sequences, options, outputs, engine, builder=builder)
 
 
 def hmmscan(
@@ -87,6 +88,7 @@ __all__ = [
     "EngineSettings",
     "GpuhmmError",
     "OutputFiles",
+    "PhmmerOptions",
     "ReportSettings",
     "SearchOptions",
     "SequenceDatabase",

@@ -20,7 +20,7 @@ from .cluster import DaskExecutor, available_cpus, local_gpus
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions
 from .output import merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
@@ -48,6 +48,7 @@ class _Job:
     command: str
     executor: DaskExecutor | None = None
     read_ahead: object = None
+    phmmer: PhmmerOptions | None = None  # phmmer's own options
     given: tuple = ()  # the queries and the sequences themselves: paths, or pyhmmer objects
 
     @classmethod
@@ -88,14 +89,16 @@ def phmmer(
     outputs=OutputFiles(),
     engine=EngineSettings(),
     *,
+    builder=PhmmerOptions(),
     command="gpuhmm phmmer",
     executor=None,
     read_ahead=None,
 ):
     """Search each protein of `queries_file` (FASTA) against `sequences`, as phmmer does: each
-    query becomes phmmer's single-sequence model (`models.single_sequence_models`), and the
-    models are searched as hmmsearch searches. Returns the merged `TopHits` of each query."""
-    job = _Job.of("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    query becomes phmmer's single-sequence model (`models.single_sequence_models`, with
+    `builder`'s score system and calibration), and the models are searched as hmmsearch
+    searches. Returns the merged `TopHits` of each query."""
+    job = _Job.of("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead, builder)
     queries = []
 
     def read(path):
@@ -105,9 +108,9 @@ def phmmer(
             found = list(memory.sequences(path, job.queries, fasta.ALPHABETS["amino"]()))
             if not found:
                 raise GpuhmmError(job.queries, "holds no sequences")
-        # phmmer skips a query without residues.
+        # phmmer reads its queries as protein, and skips a query without residues.
         queries.extend(query for query in found if len(query))
-        hmms = models.single_sequence_models(queries, options.seed)
+        hmms = models.single_sequence_models(queries, options.seed, builder)
         models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
@@ -341,7 +344,7 @@ def _report(job, sizes, started, queries=None):
     `sizes`, its model length or sequence length) of this process's CPU time and of the wall
     time since `started`: queries are searched together, not one after another."""
     query_file, target_file = (job.sequences, job.queries) if job.program == "hmmscan" else (job.queries, job.sequences)
-    options = header_options(job.program, job.options, job.outputs)
+    options = header_options(job.program, job.options, job.outputs, job.phmmer)
     header = ReportHeader(job.program, str(query_file), str(target_file), options, shown_as="gpuhmm")
     elapsed, total = time.perf_counter() - started, sum(sizes) or 1
     cpu = os.times()

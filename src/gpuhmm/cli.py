@@ -6,6 +6,7 @@ exit status 1, as hmmsearch's. The arguments themselves are defined in `cli_argu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shlex
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .cli_arguments import build_parser
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, ReportSettings, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions
 
 log = logging.getLogger("gpuhmm")
 
@@ -43,6 +44,14 @@ HMMER_OPTIONS = (
 
 def _options(args):
     return SearchOptions.from_mapping({name: getattr(args, name) for name in HMMER_OPTIONS}, source=None)
+
+
+def _phmmer_options(args):
+    """phmmer's own options as given (the others keep phmmer's defaults)."""
+    if args.mxfile is not None:
+        raise GpuhmmError("--mxfile", "pyhmmer builds phmmer's models from built-in matrices only (--mx)")
+    names = [field.name for field in dataclasses.fields(PhmmerOptions)]
+    return PhmmerOptions(**{name: getattr(args, name) for name in names if getattr(args, name) is not None})
 
 
 def _outputs(args):
@@ -82,6 +91,7 @@ def _search(args, command):
     from .cluster import DaskExecutor, available_cpus, local_gpus
 
     options, outputs, engine = _options(args), _outputs(args), _engine(args)
+    phmmer = {"builder": _phmmer_options(args)} if args.command == "phmmer" else {}
     if args.tformat not in (None, "fasta"):
         raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
     from .output.files import check_outputs
@@ -96,7 +106,17 @@ def _search(args, command):
 
     run = {"search": api.hmmsearch, "phmmer": api.phmmer, "scan": api.hmmscan}[args.command]
     query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
-    run(query_file, args.seqfile, options, outputs, engine, command=command, executor=executor, read_ahead=read_ahead)
+    run(
+        query_file,
+        args.seqfile,
+        options,
+        outputs,
+        engine,
+        command=command,
+        executor=executor,
+        read_ahead=read_ahead,
+        **phmmer,
+    )
 
 
 def _start_reading(args, executor):

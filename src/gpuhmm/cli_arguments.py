@@ -110,6 +110,29 @@ def _add_hmmer_options(parser):
     other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
 
 
+def _add_phmmer_options(parser):
+    """phmmer 3.4's own option names and defaults (see `phmmer -h`)."""
+    scoring = parser.add_argument_group("scoring system (as phmmer)")
+    scoring.add_argument("--popen", type=_real, metavar="X", help="gap open probability [0.02]")
+    scoring.add_argument("--pextend", type=_real, metavar="X", help="gap extend probability [0.4]")
+    matrix = scoring.add_mutually_exclusive_group()
+    matrix.add_argument("--mx", metavar="NAME", help="built-in substitution score matrix [BLOSUM62]")
+    matrix.add_argument("--mxfile", metavar="FILE", help="substitution score matrix file (not supported)")
+    calibration = parser.add_argument_group("E-value calibration (as phmmer)")
+    for flag, default, what in (
+        ("--EmL", 200, "length of sequences for MSV Gumbel mu fit"),
+        ("--EmN", 200, "number of sequences for MSV Gumbel mu fit"),
+        ("--EvL", 200, "length of sequences for Viterbi Gumbel mu fit"),
+        ("--EvN", 200, "number of sequences for Viterbi Gumbel mu fit"),
+        ("--EfL", 100, "length of sequences for Forward exp tail tau fit"),
+        ("--EfN", 200, "number of sequences for Forward exp tail tau fit"),
+    ):
+        calibration.add_argument(flag, type=_integer_at_least(1), metavar="N", help=f"{what} [{default}]")
+    calibration.add_argument("--Eft", type=_real, metavar="X", help="tail mass for Forward exp tail tau fit [0.04]")
+    other = parser.add_argument_group("other (as phmmer)")
+    other.add_argument("--qformat", metavar="FORMAT", help="query file format: fasta [fasta]")
+
+
 def _add_search_arguments(parser, program="hmmsearch"):
     """The outputs, HMMER options and engine settings of `search` and `phmmer` (hmmsearch's
     view) and of `scan` (hmmscan's, one query per sequence: no model shards, summary or shuffles)."""
@@ -145,6 +168,8 @@ def _add_search_arguments(parser, program="hmmsearch"):
             help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)",
         )
     _add_hmmer_options(parser)
+    if program == "phmmer":
+        _add_phmmer_options(parser)
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
     engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")

@@ -273,3 +273,46 @@ class EngineSettings:
     def threads(self):
         """The worker threads asked for, at least one; None: every core this process may use."""
         return None if self.cpus is None else max(1, self.cpus)
+
+
+#: The amino acid substitution matrices built into Easel, which phmmer's `--mx` names.
+BUILT_IN_MATRICES = ("PAM30", "PAM70", "PAM120", "PAM240", "BLOSUM45", "BLOSUM50", "BLOSUM62", "BLOSUM80", "BLOSUM90")
+
+
+@dataclasses.dataclass(frozen=True)
+class PhmmerOptions:
+    """phmmer's own options, with phmmer 3.4's defaults and checks: the score system and E-value
+    calibration of its single-sequence builder, and the query file's format (FASTA only)."""
+
+    popen: float = 0.02  # gap open probability
+    pextend: float = 0.4  # gap extend probability
+    mx: str = "BLOSUM62"  # a built-in substitution matrix
+    EmL: int = 200  # length and number of sequences for the MSV Gumbel mu fit
+    EmN: int = 200
+    EvL: int = 200  # ... for the Viterbi Gumbel mu fit
+    EvN: int = 200
+    EfL: int = 100  # ... for the Forward exponential tail tau fit
+    EfN: int = 200
+    Eft: float = 0.04  # tail mass for the Forward tau fit
+    qformat: str | None = None  # asserted query format
+
+    def __post_init__(self):
+        for name, low, high in (("popen", 0.0, 0.5), ("pextend", 0.0, 1.0)):
+            value = getattr(self, name)
+            if not (_is_number(value) and low <= value < high):
+                raise GpuhmmError(f"--{name}", f"must be a number in {low:g} <= x < {high:g}, not {value!r}")
+        for name in ("EmL", "EmN", "EvL", "EvN", "EfL", "EfN"):
+            _check_integer(f"--{name}", getattr(self, name), 1)
+        if not (_is_number(self.Eft) and 0 < self.Eft < 1):
+            raise GpuhmmError("--Eft", f"must be a number in 0 < x < 1, not {self.Eft!r}")
+        if self.mx not in BUILT_IN_MATRICES:
+            raise GpuhmmError("--mx", f"no matrix named {self.mx} is available as a built-in")
+        if self.qformat is not None and self.qformat.lower() != "fasta":
+            raise GpuhmmError("--qformat", f"gpuhmm reads FASTA queries only, not {self.qformat}")
+
+    def builder_arguments(self):
+        """Keyword arguments for `pyhmmer.plan7.Builder`, as phmmer configures its builder."""
+        arguments = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        arguments["score_matrix"] = arguments.pop("mx")
+        del arguments["qformat"]
+        return arguments

@@ -135,9 +135,10 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
     The work is still models × shards: on the GPU backend the filters of every (model group,
     shard) task run first, as a search's do, and give each sequence the models that pass
     them; pyhmmer's scan pipeline then runs each sequence against those models only (they
-    include every model HMMER's filters pass, and Z is fixed, so the rows are hmmscan's). On
-    the CPU backend each sequence meets every model in pyhmmer's own pipeline."""
-    arguments = dict(options.pipeline_arguments(), Z=options.Z or len(models))
+    include every model HMMER's filters pass), and `tophits.counting_every_model` restates its
+    hits as hmmscan's over every model. On the CPU backend each sequence meets every model in
+    pyhmmer's own pipeline, which counts Z as hmmscan does."""
+    arguments = options.pipeline_arguments()
     shared = SharedContext.of(models, database, arguments, backend)
     shards = [index for index, info in enumerate(database.shards) if info.sequences]
     candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
@@ -183,6 +184,4 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
     ):
         per_sequence += found
     per_sequence.sort(key=lambda pair: pair[0])
-    if options.Z is None:  # Z is the number of models, counted, not set by -Z
-        return [tophits.with_automatic_z(hits) for _, hits in per_sequence]
     return [hits for _, hits in per_sequence]

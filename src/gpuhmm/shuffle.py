@@ -24,6 +24,7 @@ import pyhmmer.plan7
 from .engine.filters import FilterShard, viterbi_filter
 from .engine.reference import ReferenceEngine
 from .engine.reference.vitfilter import viterbi_scores
+from .hits import underflow
 from .stages import vitfilter
 from .worker import STATE
 
@@ -149,7 +150,7 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
                 hit.accession or "-",
                 query.name,
                 query.accession or "-",
-                f"{hit.evalue:.2g}",
+                f"{underflow.evalue(hit.pvalue, model_hits.Z):.2g}",
                 f"{hit.score:.1f}",
                 f"{own:.2f}",
                 count,

@@ -44,11 +44,9 @@ def alphabet_name(alphabet):
 
 
 def read_sequences(fasta, alphabet):
-    """Every sequence of `fasta` in file order, as pyhmmer `DigitalSequence`s; `alphabet` is
-    "amino", "dna" or "rna", and a file that looks like another alphabet is refused."""
-    guessed = guess_alphabet(fasta)
-    if guessed and guessed != alphabet:
-        raise GpuhmmError(fasta, f"alphabet mismatch: the sequences look like {guessed}, {alphabet} is needed")
+    """Every sequence of `fasta` in file order, as pyhmmer `DigitalSequence`s in `alphabet`
+    ("amino", "dna" or "rna"), never guessed: phmmer reads its queries as protein, even a first
+    record of A, C, G and T only."""
     parsed, easel_alphabet = read_fasta(fasta, alphabet)
     everything = np.arange(len(parsed.names))
     return list(parsed.shard(everything).to_block(easel_alphabet, everything))

@@ -23,6 +23,7 @@ import pyhmmer.plan7
 
 from .._atomic import atomic_outputs
 from ..errors import GpuhmmError
+from ..options import PhmmerOptions
 from .inputs import InputFile
 
 FORMAT = "gpuhmm-models/1"
@@ -127,15 +128,16 @@ def _file_key(path):
     return f"{Path(path).resolve()}:{status.st_size}:{status.st_mtime_ns}"
 
 
-def single_sequence_models(queries, seed=42):
+def single_sequence_models(queries, seed=42, phmmer=PhmmerOptions()):
     """phmmer's model of each query sequence, in order: HMMER's single-sequence builder with
-    BLOSUM62, gap open 0.02 and extend 0.4, calibrated with the run's --seed (phmmer's seeds
-    its builder too). One builder builds them all in turn, as phmmer's does, so each
-    calibration draws from the same random stream as phmmer's."""
+    phmmer's score system and calibration (`phmmer`: by default BLOSUM62, gap open 0.02 and
+    extend 0.4), calibrated with the run's --seed (phmmer seeds its builder too). One builder
+    builds them all in turn, as phmmer's does, so each calibration draws from the same random
+    stream as phmmer's."""
     if not queries:
         return []
     alphabet = queries[0].alphabet
-    builder = pyhmmer.plan7.Builder(alphabet, seed=seed, popen=0.02, pextend=0.4, score_matrix="BLOSUM62")
+    builder = pyhmmer.plan7.Builder(alphabet, seed=seed, **phmmer.builder_arguments())
     background = pyhmmer.plan7.Background(alphabet)
     return [builder.build(query, background)[0] for query in queries]
 

@@ -94,28 +94,25 @@ def counting_whole_shard(hits, sequences, residues, known, uncounted):
     return _restated(hits, restate).merge()
 
 
-def counting_every_model(hits, models, nodes, counts):
+def counting_every_model(hits, models, nodes, counts, model_position):
     """A scan's hits of one sequence over its filters' candidate models, restated as over all
     `models` (of `nodes` nodes in all): `counts` gives the models past MSV and bias, and those
-    past Viterbi that the Forward filter stopped (added to pyhmmer's count)."""
+    past Viterbi that the Forward filter stopped (added to pyhmmer's count).
 
-    def restate(pipeline):
-        pipeline.update(
-            nmodels=models, nnodes=nodes, n_past_msv=counts["n_past_msv"], n_past_bias=counts["n_past_bias"]
-        )
-        pipeline["n_past_vit"] += counts["n_past_vit"]
-
-    return _restated(hits, restate)
-
-
-def with_automatic_z(hits):
-    """A scan's hits with Z counted (the number of models, as hmmscan's), not set by an option:
-    the pipeline was given Z because each sequence met only some of the models."""
-
-    def restate(pipeline):
-        pipeline["Z_setby"] = _Z_SET_BY_TARGETS
-
-    return _restated(hits, restate)
+    With an automatic Z, hmmscan keeps a hit when it is reportable under the number of models
+    read so far (p7_pli_NewModel sets Z = models read), and its report's name column is as wide
+    as the longest name kept. pyhmmer counted the candidates only, so it kept a superset: the
+    hits hmmscan drops go, by `model_position(hit)` (1-based, in the model file), as
+    `as_hmmsearch_keeps` drops a shard's, and the rest are thresholded again under Z = `models`.
+    """
+    state, _ = as_hmmsearch_keeps(hits, model_position)
+    pipeline = state["pipeline"]
+    pipeline.update(nmodels=models, nnodes=nodes, n_past_msv=counts["n_past_msv"], n_past_bias=counts["n_past_bias"])
+    pipeline["n_past_vit"] += counts["n_past_vit"]
+    if pipeline["Z_setby"] != _Z_SET_BY_TARGETS:
+        return attached(state, hits.query)
+    pipeline["Z"] = float(models)
+    return attached(state, hits.query).merge()
 
 
 def _restated(hits, restate):

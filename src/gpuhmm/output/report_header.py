@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, TextIO
 
-from ..options import OutputFiles, SearchOptions
+from ..options import OutputFiles, PhmmerOptions, SearchOptions
 
 HMMER_VERSION = "3.4"
 
@@ -141,10 +141,12 @@ def _option_text(text: str, value: object) -> str:
     return _WHEN_ZERO[text] if number == 0 and text in _WHEN_ZERO else text % number
 
 
-def header_options(program: Program, options: SearchOptions, outputs: OutputFiles) -> tuple[tuple[str, object], ...]:
+def header_options(
+    program: Program, options: SearchOptions, outputs: OutputFiles, phmmer: PhmmerOptions | None = None
+) -> tuple[tuple[str, object], ...]:
     """The (flag, value) pairs of the options a search was given that `program` prints a line
     for: its outputs (the report's own file unless it is standard output) and every HMMER
-    option that differs from its default."""
+    option (phmmer's own among them) that differs from its default."""
     used = [
         (flag, getattr(outputs, name))
         for name, flag in (
@@ -162,15 +164,16 @@ def header_options(program: Program, options: SearchOptions, outputs: OutputFile
         used.append(("--notextw", None))
     elif settings.textw != 120:
         used.append(("--textw", settings.textw))
-    for field in dataclasses.fields(options):
-        value = getattr(options, field.name)
-        if value == field.default:
-            continue
-        flag = f"-{field.name}" if len(field.name) == 1 else f"--{field.name}"
-        if field.name == "cut":
-            used.append((f"--cut_{value}", None))
-        else:
-            used.append((flag, None if isinstance(value, bool) else value))
+    for given in (options, phmmer or PhmmerOptions()):
+        for field in dataclasses.fields(given):
+            value = getattr(given, field.name)
+            if value == field.default:
+                continue
+            flag = f"-{field.name}" if len(field.name) == 1 else f"--{field.name}"
+            if field.name == "cut":
+                used.append((f"--cut_{value}", None))
+            else:
+                used.append((flag, None if isinstance(value, bool) else value))
     letter = PROGRAMS[program][3]
     printed = {flag for flag, programs, _ in _OPTION_LINES if letter in programs}
     return tuple((flag, value) for flag, value in used if flag in printed)

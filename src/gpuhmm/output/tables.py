@@ -10,6 +10,7 @@ import os
 import time
 
 from .._version import __version__
+from ..hits.underflow import as_printed
 from .files import write_error, written_together
 
 #: The shuffle significance table's columns: the first six as tblout's, then the target's
@@ -55,8 +56,10 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS).
 
     Regular files appear together once all are whole (`files.written_together`). `footer`
-    lines follow each HMMER table, as hmmsearch's own do.
+    lines follow each HMMER table, as hmmsearch's own do. E-values below the smallest normal
+    double are 0, as the binaries print them (`hits.underflow`).
     """
+    hits = [as_printed(query_hits) for query_hits in hits]
     writers = {
         "output": lambda handle: report.write(handle, hits),
         "alignments": lambda handle: report.write_alignments(handle, hits),

@@ -113,6 +113,10 @@ def scan_task(piece, shared):
                 models_of[position].append(model)
     pipeline = STATE.pipeline(shared.database.alphabet, shared.arguments)
     nodes = sum(model.M for model in shared.models)
+    file_position = {}
+    if piece.filter_counts is not None:
+        for index, model in enumerate(shared.models):
+            file_position.setdefault(model.name, index + 1)
     found = []
     for position, sequence in zip(positions.tolist(), shard.subset(positions)):
         block = pyhmmer.plan7.OptimizedProfileBlock(shared.database.alphabet, [profile(m) for m in models_of[position]])
@@ -120,7 +124,9 @@ def scan_task(piece, shared):
         if piece.filter_counts is not None:
             # pyhmmer met the sequence's candidates only; hmmscan's statistics count every model.
             counts = {name: int(count[position]) for name, count in piece.filter_counts.items()}
-            hits = tophits.counting_every_model(hits, len(shared.models), nodes, counts)
+            hits = tophits.counting_every_model(
+                hits, len(shared.models), nodes, counts, lambda hit: file_position[hit.name]
+            )
         found.append((shard.source_index(position), hits))
         pipeline.clear()
     return found
