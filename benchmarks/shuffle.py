@@ -40,6 +40,7 @@ import argparse
 import concurrent.futures
 import datetime
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -183,7 +184,13 @@ def cpu_main(args):
         "benchmark": "shuffle-cpu",
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv])),
-        "host": {"cpus": args.cpus, "cpu_model": cpu_model(), "compiler": compiler(), "pyhmmer": pyhmmer.__version__},
+        "host": {
+            "cpus": args.cpus,
+            "cpu_model": cpu_model(),
+            "load_average_at_start": [round(load, 2) for load in os.getloadavg()],
+            "compiler": compiler(),
+            "pyhmmer": pyhmmer.__version__,
+        },
         "hits": len(targets),
         "shuffles_per_hit": args.shuffles,
         "cells": cells,
