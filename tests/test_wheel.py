@@ -1,5 +1,5 @@
-"""The wheel built from the tree ships every kernel source, and an installed (not editable)
-gpuhmm finds them."""
+"""The wheel built from the tree ships every kernel source (and the CPU Viterbi filter's C), and
+an installed (not editable) gpuhmm finds them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from helpers.data import ROOT
 
 KERNELS = ROOT / "src" / "gpuhmm" / "engine" / "kernels"
 SOURCES = sorted(str(p.relative_to(KERNELS)) for p in KERNELS.rglob("*") if p.suffix in (".cu", ".cuh"))
+#: Every compiled-at-run-time source of the package, under src/gpuhmm.
+PACKAGE = ROOT / "src" / "gpuhmm"
+DATA_FILES = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*") if p.suffix in (".cu", ".cuh", ".c"))
 #: Run in the installed copy: each kernel (a .cu file) with its headers inlined, as NVRTC gets it.
 FIND_KERNELS = """
 import sys
@@ -59,8 +62,8 @@ def test_wheel_holds_every_kernel_source(wheel):
     _, built = wheel
     with zipfile.ZipFile(built) as archive:
         names = set(archive.namelist())
-    missing = [s for s in SOURCES if f"gpuhmm/engine/kernels/{s}" not in names]
-    assert not missing
+    missing = [s for s in DATA_FILES if f"gpuhmm/{s}" not in names]
+    assert "engine/vitcpu.c" in DATA_FILES and not missing
 
 
 def test_installed_wheel_finds_every_kernel(wheel):

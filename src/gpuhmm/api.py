@@ -277,13 +277,9 @@ def _search(job, read_models, models_reread=False, queries=None):
 
         started = time.perf_counter()
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
-        shuffled = None
-        if outputs.shuffle_out:
-            shuffled = significance(hmms, merged, database, outputs.shuffles, options.seed, run.backend)
-            run.timed(f"{outputs.shuffles} shuffles per hit", started)
         report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
         footer = tables.hmmer_footer(job.command, job.queries, job.sequences)
-        tables.write_outputs(merged, dataclasses.asdict(outputs), footer, shuffled=shuffled, report=report)
+        tables.write_outputs(merged, dict(dataclasses.asdict(outputs), shuffle_out=None), footer, report=report)
         record = summary.search_record(
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
@@ -296,6 +292,13 @@ def _search(job, read_models, models_reread=False, queries=None):
                 outputs.summary_tsv,
                 dict(record, models=summary.model_counts(merged), stages=run.stages),
             )
+        if outputs.shuffle_out:
+            # Last, once every other output is written: an interrupted shuffle leaves them whole.
+            try:
+                shuffled = significance(hmms, merged, database, outputs.shuffles, options.seed, run.backend, run.cpus)
+            except KeyboardInterrupt:
+                raise KeyboardInterrupt("every output but the shuffle table was written") from None
+            tables.write_outputs(merged, {"shuffle_out": outputs.shuffle_out}, shuffled=shuffled)
     return merged
 
 

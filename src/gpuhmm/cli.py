@@ -222,8 +222,9 @@ def main(argv=None):
     except GpuhmmError as error:
         print(f"gpuhmm {args.command}: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"gpuhmm {args.command}: interrupted; no tables were written", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        written = interrupt.args[0] if interrupt.args else "no tables were written"
+        print(f"gpuhmm {args.command}: interrupted; {written}", file=sys.stderr)
         return 130
     return 0
 

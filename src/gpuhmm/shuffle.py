@@ -3,12 +3,12 @@
 For every reported hit (model, target), the target is shuffled N times. The shuffle is a
 uniform random permutation of its residues (Fisher–Yates), so each shuffle keeps the target's
 exact residue composition and length. Each shuffle, and the target itself, is scored with the
-model's `p7_ViterbiFilter` score on the engine: the GPU kernel, or its numpy reference, which
-is the CPU reference. The two give bit-identical scores, so their fits and P-values are
-identical too. A Gumbel is fitted to the N shuffled scores by censored maximum likelihood, on
-the upper half of the scores (the lower half counts only as being below the median). The
-empirical P-value of the hit is the fitted Gumbel's P(S ≥ score of the target); a target whose
-Viterbi-filter score overflows (+inf, as in HMMER) gets 0.
+model's `p7_ViterbiFilter` score: on the GPU by the engine's kernel, on the CPU by compiled code
+(`engine.vitcpu`), hits in parallel. Both give the numpy reference's scores bit for bit, so their
+fits and P-values are identical too. A Gumbel is fitted to the N shuffled scores by censored
+maximum likelihood, on the upper half of the scores (the lower half counts only as being below
+the median). The empirical P-value of the hit is the fitted Gumbel's P(S ≥ score of the target);
+a target whose Viterbi-filter score overflows (+inf, as in HMMER) gets 0.
 
 Shuffles are drawn from numpy's PCG64, seeded with (--seed, model position, target file
 position), so a table depends only on the seed, never on sharding or threads.
@@ -16,20 +16,27 @@ position), so a table depends only on the seed, never on sharding or threads.
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import math
+import time
 
 import numpy as np
 import pyhmmer.plan7
 
+from .engine import vitcpu
 from .engine.filters import FilterShard, viterbi_filter
-from .engine.reference import ReferenceEngine
 from .engine.reference.vitfilter import viterbi_scores
 from .hits import underflow
-from .stages import vitfilter
+from .stages import msvfilter, vitfilter
 from .worker import STATE
+
+log = logging.getLogger("gpuhmm")
 
 #: Shuffled residues scored per engine call: bounds the memory of one batch.
 BATCH_RESIDUES = 20_000_000
+#: How often long shuffles report progress, at most (as a search does).
+PROGRESS_SECONDS = 10.0
 
 
 def shuffles(codes, count, seed, model_position, target_position):
@@ -92,29 +99,91 @@ def gumbel_pvalue(score, mu, lam):
     return -math.expm1(-math.exp(-lam * (score - mu)))
 
 
-def significance_rows(engine, assessed, targets, count, seed, alphabet):
+class _Progress:
+    """The shuffles' progress lines: at most every PROGRESS_SECONDS, and once every hit is scored."""
+
+    def __init__(self, hits, cells):
+        self.hits, self.cells = hits, cells
+        self.done_hits, self.done_cells = 0, 0
+        self.started = self.reported = time.perf_counter()
+
+    def advance(self, hits, cells):
+        self.done_hits += hits
+        self.done_cells += cells
+        now = time.perf_counter()
+        if self.done_hits == self.hits or now - self.reported >= PROGRESS_SECONDS:
+            self.reported = now
+            fraction = self.done_cells / self.cells if self.cells else 1.0
+            elapsed = now - self.started
+            log.info(
+                "shuffles: %d/%d hits, %.0f%% of cells, %.2f GCUPS, elapsed %.0fs, ETA %.0fs",
+                self.done_hits,
+                self.hits,
+                100 * fraction,
+                self.done_cells / max(elapsed, 1e-9) / 1e9,
+                elapsed,
+                elapsed * (1 - fraction) / fraction if fraction else math.nan,
+            )
+
+
+def significance_rows(engine, assessed, targets, count, seed, alphabet, threads=1):
     """The table's rows (output.tables.SHUFFLE_COLUMNS) for every reported hit, models in order, hits
     as reported.
 
     `assessed` lists (model position, its TopHits, its ViterbiProfile) for the models with
     reported hits; targets(name, length) gives a reported target's (digital residues, file
-    position)."""
+    position). `engine` scores on the GPU (or its numpy reference); None scores with the compiled
+    CPU Viterbi filter on `threads` threads."""
     profiles = [profile for _, _, profile in assessed]
     work = []
     for index, (model_position, model_hits, _) in enumerate(assessed):
         for hit in model_hits.reported:
             codes, file_position = targets(hit.name, hit.length)
             work.append((index, model_position, model_hits, hit, codes, file_position))
-    rows, batch, batch_residues = [], [], 0
-    for item in work:
+    cells = [(count + 1) * profiles[item[0]].M * len(item[4]) for item in work]
+    progress = _Progress(len(work), sum(cells))
+    if engine is None:
+        return _score_on_cpu(work, cells, profiles, count, seed, alphabet, threads, progress)
+    rows, batch, batch_residues, batch_cells = [], [], 0, 0
+    for item, item_cells in zip(work, cells):
         residues = (count + 1) * len(item[4])
         if batch and batch_residues + residues > BATCH_RESIDUES:
             rows += _score_batch(engine, batch, profiles, count, seed, alphabet)
-            batch, batch_residues = [], 0
+            progress.advance(len(batch), batch_cells)
+            batch, batch_residues, batch_cells = [], 0, 0
         batch.append(item)
         batch_residues += residues
+        batch_cells += item_cells
     if batch:
         rows += _score_batch(engine, batch, profiles, count, seed, alphabet)
+        progress.advance(len(batch), batch_cells)
+    return rows
+
+
+def _score_on_cpu(work, cells, profiles, count, seed, alphabet, threads, progress):
+    """Each hit's target and its shuffles through the compiled Viterbi filter, a hit per task.
+    The C calls release the GIL, so `threads` tasks run at once."""
+    lengths = [len(item[4]) for item in work]
+    _, null1 = msvfilter.LengthTerms.for_lengths(alphabet, lengths).lookup(lengths)
+    vitcpu.compiled()  # built (or found missing) once, before the threads ask for it
+
+    def score(item):
+        profile_index, model_position, _, _, codes, file_position = item
+        codes = np.asarray(codes, dtype=np.uint8)
+        sequences = np.concatenate([codes[None, :], shuffles(codes, count, seed, model_position, file_position)])
+        return vitcpu.scores(profiles[profile_index], sequences)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpuhmm-shuffle")
+    rows = []
+    try:
+        futures = [pool.submit(score, item) for item in work]
+        for item, future, item_null1, item_cells in zip(work, futures, null1, cells):
+            bits = (future.result().astype(np.float64) - np.float64(item_null1)) / math.log(2)
+            rows.append(_row(item, bits[0], bits[1:], count))
+            progress.advance(1, item_cells)
+    finally:
+        # An interrupt or error stops the hits not yet started; those running end within a hit.
+        pool.shutdown(wait=True, cancel_futures=True)
     return rows
 
 
@@ -138,35 +207,40 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
             profiles[profile_index], [residues[offsets[pair] : offsets[pair + 1]] for pair in pairs.tolist()]
         )
     bits = (scores.astype(np.float64) - shard.null1.astype(np.float64)) / math.log(2)
-    rows = []
-    for index, (_, _, model_hits, hit, _, _) in enumerate(work):
-        own = bits[index * (count + 1)]
-        shuffled = bits[index * (count + 1) + 1 : (index + 1) * (count + 1)]
-        mu, lam = fit_censored_gumbel(shuffled)
-        query = model_hits.query
-        rows.append(
-            (
-                hit.name,
-                hit.accession or "-",
-                query.name,
-                query.accession or "-",
-                f"{underflow.evalue(hit.pvalue, model_hits.Z):.2g}",
-                f"{hit.score:.1f}",
-                f"{own:.2f}",
-                count,
-                f"{mu:.4f}",
-                f"{lam:.4f}",
-                f"{gumbel_pvalue(own, mu, lam):.3g}",
-            )
-        )
-    return rows
+    return [
+        _row(item, bits[index * (count + 1)], bits[index * (count + 1) + 1 : (index + 1) * (count + 1)], count)
+        for index, item in enumerate(work)
+    ]
 
 
-def significance(models, hits_by_model, database, count, seed, backend):
+def _row(item, own, shuffled, count):
+    """One hit's row: its target's Viterbi-filter bits `own`, and the fit to its `shuffled` bits."""
+    _, _, model_hits, hit, _, _ = item
+    mu, lam = fit_censored_gumbel(shuffled)
+    query = model_hits.query
+    return (
+        hit.name,
+        hit.accession or "-",
+        query.name,
+        query.accession or "-",
+        f"{underflow.evalue(hit.pvalue, model_hits.Z):.2g}",
+        f"{hit.score:.1f}",
+        f"{own:.2f}",
+        count,
+        f"{mu:.4f}",
+        f"{lam:.4f}",
+        f"{gumbel_pvalue(own, mu, lam):.3g}",
+    )
+
+
+def significance(models, hits_by_model, database, count, seed, backend, threads=1):
     """The shuffle significance rows (`shuffle`) of every reported hit, scored on this process's
-    GPU engine, or on its numpy reference (the CPU reference) on the CPU backend."""
-    engine = STATE.engine() if backend == "gpu" else ReferenceEngine()
+    GPU engine, or on the CPU backend by the compiled Viterbi filter on `threads` threads."""
+    engine = STATE.engine() if backend == "gpu" else None
     positions = [position for position, model_hits in enumerate(hits_by_model) if len(model_hits.reported)]
+    hits = sum(len(hits_by_model[position].reported) for position in positions)
+    where = "the GPU" if engine is not None else f"the CPU, {max(1, threads)} thread(s)"
+    log.info("shuffles: %d hit(s) × %d shuffles, scored on %s", hits, count, where)
     profiles = vitfilter.viterbi_profiles([models[p] for p in positions], pyhmmer.plan7.Background(database.alphabet))
     assessed = [(position, hits_by_model[position], profile) for position, profile in zip(positions, profiles)]
     wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
@@ -183,5 +257,5 @@ def significance(models, hits_by_model, database, count, seed, backend):
                     source_index[position],
                 )
     return significance_rows(
-        engine, assessed, lambda name, length: found[(name, length)], count, seed, database.alphabet
+        engine, assessed, lambda name, length: found[(name, length)], count, seed, database.alphabet, threads
     )
