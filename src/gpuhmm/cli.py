@@ -90,7 +90,8 @@ def _search(args, command):
 
     # Before the cluster starts, so that a bad path fails at once; the API checks again for
     # callers of its own (a few stat calls).
-    check_outputs(outputs.named())
+    query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
+    check_outputs(outputs.named(), (query_file, args.seqfile))
     # `--cpu 0` is hmmsearch's serial mode: one worker thread.
     cpus = max(1, args.cpu) if args.cpu is not None else available_cpus()
     engine = _engine(args, cpus)
@@ -99,7 +100,6 @@ def _search(args, command):
     from . import api
 
     run = {"search": api.hmmsearch, "phmmer": api.phmmer, "scan": api.hmmscan}[args.command]
-    query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
     run(query_file, args.seqfile, options, outputs, engine, command=command, executor=executor, read_ahead=read_ahead)
 
 

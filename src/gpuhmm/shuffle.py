@@ -24,6 +24,7 @@ import pyhmmer.plan7
 from .engine.filters import FilterShard, viterbi_filter
 from .engine.reference import ReferenceEngine
 from .engine.reference.vitfilter import viterbi_scores
+from .hits.text import hit_text, text_of, view
 from .stages import vitfilter
 from .worker import STATE
 
@@ -102,7 +103,7 @@ def significance_rows(engine, assessed, targets, count, seed, alphabet):
     work = []
     for index, (model_position, model_hits, _) in enumerate(assessed):
         for hit in model_hits.reported:
-            codes, file_position = targets(hit.name, hit.length)
+            codes, file_position = targets(hit_text(hit)[0], hit.length)
             work.append((index, model_position, model_hits, hit, codes, file_position))
     rows, batch, batch_residues = [], [], 0
     for item in work:
@@ -142,13 +143,14 @@ def _score_batch(engine, work, profiles, count, seed, alphabet):
         own = bits[index * (count + 1)]
         shuffled = bits[index * (count + 1) + 1 : (index + 1) * (count + 1)]
         mu, lam = fit_censored_gumbel(shuffled)
-        query = model_hits.query
+        name, accession, _ = map(view, hit_text(hit))
+        query_name, query_accession, _ = map(view, text_of(model_hits.query))
         rows.append(
             (
-                hit.name,
-                hit.accession or "-",
-                query.name,
-                query.accession or "-",
+                name,
+                accession or "-",
+                query_name,
+                query_accession or "-",
                 f"{hit.evalue:.2g}",
                 f"{hit.score:.1f}",
                 f"{own:.2f}",
@@ -168,7 +170,7 @@ def significance(models, hits_by_model, database, count, seed, backend):
     positions = [position for position, model_hits in enumerate(hits_by_model) if len(model_hits.reported)]
     profiles = vitfilter.viterbi_profiles([models[p] for p in positions], pyhmmer.plan7.Background(database.alphabet))
     assessed = [(position, hits_by_model[position], profile) for position, profile in zip(positions, profiles)]
-    wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
+    wanted = {(hit_text(hit)[0], hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
     found = {}
     for index in range(len(database.shards)):
         shard = database.load_shard(index)

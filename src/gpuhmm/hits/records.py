@@ -78,12 +78,12 @@ class AlignmentRecord:
             ppline=ppline,
             rfline=rfline,
             csline=csline,
-            hmmname=profile.name,
-            hmmacc=profile.accession or "",
-            hmmdesc=profile.description or "",
-            sqname=target.name,
-            sqacc=target.accession,
-            sqdesc=target.description,
+            hmmname=_as_text(profile.name),
+            hmmacc=_as_text(profile.accession or ""),
+            hmmdesc=_as_text(profile.description or ""),
+            sqname=_as_text(target.name),
+            sqacc=_as_text(target.accession),
+            sqdesc=_as_text(target.description),
         )
 
 
@@ -146,9 +146,9 @@ class HitRecord:
         (score, pre_score, sum_score), (lnP, pre_lnP, sum_lnP) = scores, lnPs
         nexpected, nregions, nclustered, noverlaps, nenvelopes = definition
         return cls(
-            name=target.name,
-            accession=target.accession or None,
-            description=target.description or None,
+            name=_as_text(target.name),
+            accession=_as_text(target.accession) or None,
+            description=_as_text(target.description) or None,
             sortkey=-lnP if inc_by_E else float(score),
             score=float(score),
             pre_score=float(pre_score),
@@ -171,6 +171,12 @@ class HitRecord:
 
 def _text(value):
     return value.encode("utf-8", "surrogateescape") + b"\0"
+
+
+def _as_text(value):
+    """A name as records hold it: text, whose bytes that are not UTF-8 are surrogate escapes
+    (as `decode_hit` reads them), from the bytes a target or profile holds."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 class _Reader:
@@ -324,6 +330,11 @@ def decode_hit(data):
         seqidx=seqidx,
         subseq_start=subseq_start,
     )
+
+
+def alignment_record(data):
+    """`p7_alidisplay_Deserialize`: the AlignmentRecord in an `Alignment.__getstate__` buffer."""
+    return _decode_alidisplay(_Reader(data))
 
 
 def domain_counts(data):

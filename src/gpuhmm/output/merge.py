@@ -6,7 +6,11 @@ agrees), re-thresholds, and recomputes domZ: the result is hmmsearch's own hit l
 
 from __future__ import annotations
 
+import copyreg
+import io
 import pickle
+
+from pyhmmer.plan7 import HMM, HMMFile
 
 from ..errors import GpuhmmError
 from .files import written_together
@@ -23,7 +27,25 @@ def reduce_shards(shard_hits):
 def save_hits(path, hits, metadata):
     """The intermediate of one model shard: its models' merged TopHits, for `gpuhmm merge`."""
     with written_together([path]) as (handle,):
-        pickle.dump({"format": HITS_FORMAT, "hits": list(hits), **metadata}, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler = pickle.Pickler(handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = {**copyreg.dispatch_table, HMM: _reduce_model}
+        pickler.dump({"format": HITS_FORMAT, "hits": list(hits), **metadata})
+
+
+def _reduce_model(hmm):
+    """An HMM pickled as pyhmmer pickles it, or, where its name is not UTF-8 text (phmmer's
+    model of a query with a Latin-1 name), which pyhmmer cannot pickle, in HMMER's binary form."""
+    try:
+        return hmm.__reduce__()
+    except UnicodeDecodeError:
+        data = io.BytesIO()
+        hmm.write(data, binary=True)
+        return _read_model, (data.getvalue(),)
+
+
+def _read_model(data):
+    with HMMFile(io.BytesIO(data)) as models:
+        return models.read()
 
 
 def load_hits(path):
