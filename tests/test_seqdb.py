@@ -25,8 +25,9 @@ PROTEINS = DATA / "proteins.faa"
 
 
 def _easel_records(path):
+    """Easel's records of an ASCII FASTA file; names and descriptions as the bytes it holds."""
     with pyhmmer.easel.SequenceFile(path, digital=True, alphabet=pyhmmer.easel.Alphabet.amino()) as handle:
-        return [(seq.name, seq.description, bytes(np.asarray(seq.sequence))) for seq in handle]
+        return [(seq.name.encode(), seq.description.encode(), bytes(np.asarray(seq.sequence))) for seq in handle]
 
 
 def _database_records(database):
@@ -241,7 +242,7 @@ def test_first_positions_agree_with_a_dictionary_of_every_name_and_length(tmp_pa
                 expected = _first_positions_by_dictionary(shard)
                 assert {pair: index_of_shard.find(*pair) for pair in expected} == expected
                 with pytest.raises(KeyError):
-                    index_of_shard.find("a", 99)
+                    index_of_shard.find(b"a", 99)
 
 
 def test_first_positions_of_colliding_hashes_still_come_from_the_names(tmp_path, monkeypatch):

@@ -185,7 +185,7 @@ def _prepared(job, read_models, models_reread=False):
     other processes may read the file themselves (`ModelsOnDisk`), and every GPU worker
     configures them all ahead of its tasks.
     """
-    check_outputs(job.outputs.named())
+    check_outputs(job.outputs.named(), (job.queries, job.sequences))
     if str(job.queries) == inputs.STDIN == str(job.sequences):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
@@ -320,7 +320,7 @@ def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="
     """Merge the hits files of model shards into tables, models back in input-file order. The
     files must have been searched alike (`merge.check_alike`), and with `order` (the
     `splitmodels` manifest) hold each of its model shards once."""
-    check_outputs(outputs.named())
+    check_outputs(outputs.named(), (*hits_files, order))
     started = time.perf_counter()
     contents = [merge.load_hits(path) for path in hits_files]
     runs = [content["run"] for content in contents]

@@ -98,14 +98,14 @@ def _search(args, command):
 
     # Before the cluster starts, so that a bad path fails at once; the API checks again for
     # callers of its own (a few stat calls).
-    check_outputs(outputs.named())
+    query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
+    check_outputs(outputs.named(), (query_file, args.seqfile))
     cpus = engine.threads or available_cpus()
     executor = DaskExecutor(args.scheduler, cpus, gpus=local_gpus(args.backend, args.scheduler))
     read_ahead = _start_reading(args, executor)
     from . import api
 
     run = {"search": api.hmmsearch, "phmmer": api.phmmer, "scan": api.hmmscan}[args.command]
-    query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
     run(
         query_file,
         args.seqfile,

@@ -21,8 +21,10 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed, unknown = self.parse_known_args(args, namespace)
+        commands = self._subparsers._group_actions[0].choices if self._subparsers else {}
+        if commands and getattr(parsed, "command", None) is None:
+            self.error(f"a command is needed: {', '.join(commands)} (`{self.prog} COMMAND -h` for its options)")
         if unknown:
-            commands = self._subparsers._group_actions[0].choices if self._subparsers else {}
             command = commands.get(getattr(parsed, "command", None), self)
             command.error(f"unrecognized arguments: {' '.join(unknown)}")
         return parsed
@@ -217,7 +219,7 @@ def _add_search_arguments(parser, program="hmmsearch"):
 def build_parser():
     parser = _Parser(prog="gpuhmm", description="hmmsearch-identical profile searches, sharded over Dask (and GPUs).")
     parser.add_argument("--version", action="version", version=f"gpuhmm {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sequences = "FASTA (plain or gzip; - for standard input) or a `gpuhmm makedb` directory"
 
     search = commands.add_parser("search", help="search profile HMMs against a sequence database")
@@ -265,8 +267,16 @@ def build_parser():
     warm.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
 
     merge = commands.add_parser("merge", help="merge `search --hits` files into HMMER tables")
-    merge.add_argument("hits", metavar="HITS", nargs="+")
+    merge.add_argument("hits", metavar="HITS", nargs="+", help="hits files, one per model shard (`search --hits`)")
     merge.add_argument("--order", metavar="MANIFEST", help="`splitmodels` manifest: restores the models' input order")
-    for flag in ("--tblout", "--domtblout", "--pfamtblout", "--domains", "--summary", "--summary-tsv"):
-        merge.add_argument(flag, metavar="FILE")
+    merged = merge.add_argument_group("outputs")
+    for flag, what in (
+        ("--tblout", "per-sequence hits table, as hmmsearch"),
+        ("--domtblout", "per-domain hits table, as hmmsearch"),
+        ("--pfamtblout", "Pfam-style table, as hmmsearch"),
+        ("--domains", "per-sequence domain table (TSV, pfam_scan style)"),
+        ("--summary", "run summary (JSON)"),
+        ("--summary-tsv", "run summary (TSV)"),
+    ):
+        merged.add_argument(flag, metavar="FILE", help=what)
     return parser

@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -256,6 +257,22 @@ def serve(settings, stopped=None):
                 os.unlink(settings.scheduler_file)
 
 
+#: A scheduler's address: a protocol's URL (tcp://, tls://, ...) or HOST:PORT.
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^/\s]+:\d+")
+
+
+def _scheduler_target(scheduler):
+    """How to reach `--scheduler`: a scheduler file (`gpuhmm cluster --scheduler-file`) that
+    exists, else an address; anything else is refused, naming what was expected."""
+    if os.path.isfile(scheduler):
+        return {"scheduler_file": scheduler}
+    if _ADDRESS.fullmatch(scheduler):
+        return {"address": scheduler}
+    raise GpuhmmError(
+        f"--scheduler {scheduler}", "no such scheduler file, and not a scheduler address (tcp://HOST:PORT)"
+    )
+
+
 class DaskExecutor:
     """Runs tasks on Dask and yields their results as they complete, reporting progress.
 
@@ -265,6 +282,7 @@ class DaskExecutor:
 
     def __init__(self, scheduler=None, workers=1, gpus=0):
         self.scheduler = scheduler
+        self._target = _scheduler_target(scheduler) if scheduler else None
         self.workers = workers
         self.gpus = 0 if scheduler else gpus
         self._client = None
@@ -289,9 +307,7 @@ class DaskExecutor:
 
             imported = time.perf_counter() - self._asked_at
             if self.scheduler:
-                # A warm cluster's scheduler file (`gpuhmm cluster --scheduler-file`) or its address.
-                where = {"scheduler_file" if os.path.isfile(self.scheduler) else "address": self.scheduler}
-                self._client = distributed.Client(**where, timeout="30s")
+                self._client = distributed.Client(**self._target, timeout="30s")
                 log.info("connected to the Dask scheduler in %.1fs", time.perf_counter() - self._asked_at)
                 return
             self._cluster = _local_cluster(self.workers, self.gpus)

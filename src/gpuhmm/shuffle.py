@@ -28,6 +28,7 @@ from .engine import vitcpu
 from .engine.filters import FilterShard, viterbi_filter
 from .engine.reference.vitfilter import viterbi_scores
 from .hits import underflow
+from .hits.text import hit_text, text_of, view
 from .stages import msvfilter, vitfilter
 from .worker import STATE
 
@@ -138,7 +139,7 @@ def significance_rows(engine, assessed, targets, count, seed, alphabet, threads=
     work = []
     for index, (model_position, model_hits, _) in enumerate(assessed):
         for hit in model_hits.reported:
-            codes, file_position = targets(hit.name, hit.length)
+            codes, file_position = targets(hit_text(hit)[0], hit.length)
             work.append((index, model_position, model_hits, hit, codes, file_position))
     cells = [(count + 1) * profiles[item[0]].M * len(item[4]) for item in work]
     progress = _Progress(len(work), sum(cells))
@@ -217,12 +218,13 @@ def _row(item, own, shuffled, count):
     """One hit's row: its target's Viterbi-filter bits `own`, and the fit to its `shuffled` bits."""
     _, _, model_hits, hit, _, _ = item
     mu, lam = fit_censored_gumbel(shuffled)
-    query = model_hits.query
+    name, accession, _ = map(view, hit_text(hit))
+    query_name, query_accession, _ = map(view, text_of(model_hits.query))
     return (
-        hit.name,
-        hit.accession or "-",
-        query.name,
-        query.accession or "-",
+        name,
+        accession or "-",
+        query_name,
+        query_accession or "-",
         f"{underflow.evalue(hit.pvalue, model_hits.Z):.2g}",
         f"{hit.score:.1f}",
         f"{own:.2f}",
@@ -243,7 +245,7 @@ def significance(models, hits_by_model, database, count, seed, backend, threads=
     log.info("shuffles: %d hit(s) × %d shuffles, scored on %s", hits, count, where)
     profiles = vitfilter.viterbi_profiles([models[p] for p in positions], pyhmmer.plan7.Background(database.alphabet))
     assessed = [(position, hits_by_model[position], profile) for position, profile in zip(positions, profiles)]
-    wanted = {(hit.name, hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
+    wanted = {(hit_text(hit)[0], hit.length) for model_hits in hits_by_model for hit in model_hits.reported}
     found = {}
     for index in range(len(database.shards)):
         shard = database.load_shard(index)

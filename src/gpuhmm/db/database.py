@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import heapq
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -158,7 +159,16 @@ def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
     # The manifest goes last, so a database without one is recognisably unfinished.
     with atomic_outputs(outdir / MANIFEST) as (temporary,):
         temporary.write_text(json.dumps(manifest, indent=1))
+    # A database built here before with more shards leaves shard files the manifest no longer names.
+    listed = {info.file for info in infos}
+    for stale in outdir.iterdir():
+        if _SHARD_FILE.fullmatch(stale.name) and stale.name not in listed:
+            stale.unlink(missing_ok=True)
     return SequenceDatabase.open(outdir)
+
+
+#: The name makedb gives a shard file.
+_SHARD_FILE = re.compile(r"shard-\d{4,}\.npz")
 
 
 def read_shards(fasta, alphabet, shards):

@@ -21,6 +21,7 @@ import numpy as np
 import pyhmmer.easel
 
 from ..errors import GpuhmmError
+from ..hits.text import sequence_text, shown
 from .format import SequenceShard
 from .inputs import GZIP_MAGIC, InputFile
 
@@ -150,7 +151,7 @@ def read_fasta(fasta, alphabet_name_or_none):
         longest = int(np.argmax(lengths))
         raise GpuhmmError(
             fasta,
-            f"sequence {parsed.names[longest]!r} has {int(lengths[longest]):,} residues; "
+            f"sequence {shown(parsed.names[longest])!r} has {int(lengths[longest]):,} residues; "
             f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
             f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
         )
@@ -166,8 +167,9 @@ def _read_fasta_with_easel(fasta, alphabet):
             for sequence in handle:
                 # A copy, so that each Easel sequence is freed as soon as it is read.
                 residues.append(bytes(sequence.sequence))
-                names.append(sequence.name)
-                descriptions.append(sequence.description)
+                name, _, description = sequence_text(sequence)
+                names.append(name)
+                descriptions.append(description)
     lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
     ends = np.cumsum(lengths)
     return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends), alphabet
@@ -188,10 +190,11 @@ def _read_plain_fasta(fasta, alphabet):
     """Easel's reading of a FASTA file in its plain form, vectorized with numpy; None for any
     other file, which Easel itself then reads (and reports on, if it is bad).
 
-    Plain: the text starts with '>'; header lines hold printable ASCII and tabs, no other
-    whitespace that Easel's header_fasta would treat apart; sequence lines hold letters that the
-    alphabet digitizes and '*' (a residue to Easel's FASTA reader), nothing else (gap symbols,
-    spaces, tabs and CR go to Easel); lines end in LF.
+    Plain: the text starts with '>'; header lines hold printable ASCII, tabs and bytes 0x80-0xFF
+    (Latin-1 or UTF-8 text, kept as bytes: Easel's C locale takes them for neither space nor
+    control), no other whitespace or control byte that Easel's header_fasta would treat apart;
+    sequence lines hold letters that the alphabet digitizes and '*' (a residue to Easel's FASTA
+    reader), nothing else (gap symbols, spaces, tabs and CR go to Easel); lines end in LF.
     """
     table = _plain_residue_codes(alphabet_name(alphabet))
     names, descriptions, codes, starts, ends = [], [], [], [], []
@@ -259,7 +262,7 @@ def _parse_plain_chunk(raw, table):
     not_plain = bytes([_NOT_PLAIN])
     if codes.count(not_plain) != (b">" * len(header_starts) + header_text).translate(table, b"\n").count(not_plain):
         return None
-    fields = _HEADER_FIELDS.findall(header_text.decode("ascii"))
+    fields = _HEADER_FIELDS.findall(header_text)
     if len(fields) != len(header_starts):  # a header without a name: Easel reports it
         return None
     names, descriptions = (list(column) for column in zip(*fields))
@@ -272,13 +275,14 @@ def _parse_plain_chunk(raw, table):
     )
 
 
-#: What a plain header line may hold: printable ASCII and tabs (and the line feeds that end them).
-_PRINTABLE_LINES = bytes(range(0x20, 0x7F)) + b"\t\n"
+#: What a plain header line may hold: printable ASCII, tabs and bytes past ASCII (and the line
+#: feeds that end them).
+_PRINTABLE_LINES = bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100)) + b"\t\n"
 
 
 #: Easel's header_fasta on such a line (after '>'): spaces, the name up to the next space or
 #: tab, spaces, and the description to the end of the line.
-_HEADER_FIELDS = re.compile(r"^[ \t]*([^ \t\n]+)[ \t]*(.*)$", re.MULTILINE)
+_HEADER_FIELDS = re.compile(rb"^[ \t]*([^ \t\n]+)[ \t]*(.*)$", re.MULTILINE)
 
 
 @functools.cache

@@ -25,8 +25,8 @@ MANIFEST = "manifest.json"
 
 
 def write_shard(path, shard):
-    names, name_offsets = pack([name.encode() for name in shard.names])
-    descriptions, description_offsets = pack([description.encode() for description in shard.descriptions])
+    names, name_offsets = pack(list(shard.names))
+    descriptions, description_offsets = pack(list(shard.descriptions))
     buffer = io.BytesIO()
     np.savez(
         buffer,
@@ -128,10 +128,11 @@ def pack(strings):
 
 
 class PackedText(collections.abc.Sequence):
-    """Strings stored end to end (UTF-8) with their offsets, as a shard file keeps its names and
-    descriptions, each decoded when asked for. A GPU worker asks for those of its filters'
-    survivors only, instead of holding its interpreter lock to decode every name of a shard
-    while its first tasks leave the GPU together."""
+    """Byte strings stored end to end with their offsets, as a shard file keeps its names and
+    descriptions (the FASTA header's own bytes, whatever their encoding), each copied out when
+    asked for. A GPU worker asks for those of its filters' survivors only, instead of holding
+    its interpreter lock to copy every name of a shard while its first tasks leave the GPU
+    together."""
 
     def __init__(self, data, offsets):
         self._data, self._offsets = data, offsets
@@ -145,11 +146,11 @@ class PackedText(collections.abc.Sequence):
             position += len(self)
         if not 0 <= position < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} strings")
-        return self._data[self._offsets[position] : self._offsets[position + 1]].tobytes().decode()
+        return self._data[self._offsets[position] : self._offsets[position + 1]].tobytes()
 
     def __iter__(self):
         raw, offsets = self._data.tobytes(), self._offsets.tolist()
-        return (raw[start:end].decode() for start, end in zip(offsets[:-1], offsets[1:]))
+        return (raw[start:end] for start, end in zip(offsets[:-1], offsets[1:]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,8 +168,8 @@ class SequenceShard:
 
     residues: np.ndarray  # uint8 digital codes, all sequences end to end
     offsets: np.ndarray  # int64, n + 1
-    names: collections.abc.Sequence  # of str: a list, or a loaded shard's `PackedText`
-    descriptions: collections.abc.Sequence
+    names: collections.abc.Sequence  # of bytes, as in the FASTA header: a list, or a loaded shard's `PackedText`
+    descriptions: collections.abc.Sequence  # of bytes
     source_index: np.ndarray  # int64: position of each sequence in the FASTA file
 
     @property

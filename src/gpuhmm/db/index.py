@@ -21,9 +21,7 @@ class FirstPositions:
         self._shard = shard
         self._lengths = shard.lengths
         names = shard.names
-        data, offsets = (
-            (names._data, names._offsets) if isinstance(names, PackedText) else pack([name.encode() for name in names])
-        )
+        data, offsets = (names._data, names._offsets) if isinstance(names, PackedText) else pack(list(names))
         keys = self._keys(data, offsets, self._lengths)
         order = np.lexsort((shard.source_index, keys))
         ordered = keys[order]
@@ -45,7 +43,7 @@ class FirstPositions:
     @classmethod
     def _key(cls, name, length):
         mask, power, key = (1 << 64) - 1, cls._PRIME, 0
-        for byte in name.encode():
+        for byte in name:
             key = (key + (byte + 1) * power) & mask
             power = (power * cls._PRIME) & mask
         return key ^ ((length * cls._LENGTH_MIX) & mask)

@@ -78,12 +78,12 @@ class AlignmentRecord:
             ppline=ppline,
             rfline=rfline,
             csline=csline,
-            hmmname=profile.name,
-            hmmacc=profile.accession or "",
-            hmmdesc=profile.description or "",
-            sqname=target.name,
-            sqacc=target.accession,
-            sqdesc=target.description,
+            hmmname=_as_text(profile.name),
+            hmmacc=_as_text(profile.accession or ""),
+            hmmdesc=_as_text(profile.description or ""),
+            sqname=_as_text(target.name),
+            sqacc=_as_text(target.accession),
+            sqdesc=_as_text(target.description),
         )
 
 
@@ -146,9 +146,9 @@ class HitRecord:
         (score, pre_score, sum_score), (lnP, pre_lnP, sum_lnP) = scores, lnPs
         nexpected, nregions, nclustered, noverlaps, nenvelopes = definition
         return cls(
-            name=target.name,
-            accession=target.accession or None,
-            description=target.description or None,
+            name=_as_text(target.name),
+            accession=_as_text(target.accession) or None,
+            description=_as_text(target.description) or None,
             sortkey=-lnP if inc_by_E else float(score),
             score=float(score),
             pre_score=float(pre_score),
@@ -171,6 +171,12 @@ class HitRecord:
 
 def _text(value):
     return value.encode("utf-8", "surrogateescape") + b"\0"
+
+
+def _as_text(value):
+    """A name as records hold it: text, whose bytes that are not UTF-8 are surrogate escapes
+    (as `decode_hit` reads them), from the bytes a target or profile holds."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 class _Reader:
@@ -363,14 +369,13 @@ def _unpack(layout, data, offset):
 
 
 def _strings_end(data, offset, count, end, columns=None, lines=0):
-    """Where `count` NUL-terminated UTF-8 strings from `offset` end, each before `end`. With `columns`,
+    """Where `count` NUL-terminated strings from `offset` end, each before `end`. With `columns`,
     they are an alignment's: its present lines (`lines`), nucleotides aside, `columns` long."""
     lengths = []
     for _ in range(count):
         stop = data.find(b"\0", offset, end)
         if stop < 0:
             raise ValueError(f"a string runs past its record's end at byte {end}")
-        data[offset:stop].decode()  # pyhmmer's writers decode them as UTF-8
         lengths.append(stop - offset)
         offset = stop + 1
     if columns is not None:
@@ -379,6 +384,11 @@ def _strings_end(data, offset, count, end, columns=None, lines=0):
         if any(length != columns for name, length in zip(present, lengths) if name != "ntseq"):
             raise ValueError(f"alignment lines are not {columns} columns long")
     return offset
+
+
+def alignment_record(data):
+    """`p7_alidisplay_Deserialize`: the AlignmentRecord in an `Alignment.__getstate__` buffer."""
+    return _decode_alidisplay(_Reader(data))
 
 
 def domain_counts(data):

@@ -16,6 +16,8 @@ from typing import BinaryIO, TextIO
 
 from pyhmmer.plan7 import Alignment, TopHits
 
+from ..hits.records import alignment_record
+from ..hits.text import text_of, text_view
 from .report_header import HMMER_VERSION
 
 #: Alignment columns a display block keeps whatever the line width (p7_tophits_Domains' choice).
@@ -28,23 +30,18 @@ def _text_width(number: int) -> int:
 
 
 def _annotation_rows(alignment: Alignment) -> tuple[list[tuple[str, str]], str | None]:
-    """The CS/RF/MM lines above an alignment and its PP line below, as (tag, text).
-
-    pyhmmer exposes neither the consensus-structure nor the reference line, so they are
-    read from HMMER's own one-block rendering (`str`): each row ends with its N columns and a
-    tag; the target row, which ends with a coordinate, separates the two groups.
-    """
-    rows = str(alignment).splitlines()
-    columns = len(alignment.hmm_sequence)
-    has_pp = rows[-1].endswith(" PP")
-    above = [(row[-2:], row[-columns - 3 : -3]) for row in rows[: len(rows) - 3 - has_pp]]
-    return above, rows[-1][-columns - 3 : -3] if has_pp else None
+    """The CS/RF/MM lines above an alignment (in that order) and its PP line below, as (tag,
+    text). pyhmmer exposes neither the consensus-structure nor the reference line, so they are
+    read from HMMER's own serialized record of the alignment."""
+    record = alignment_record(alignment.__getstate__())
+    rows = (("CS", record.csline), ("RF", record.rfline), ("MM", record.mmline))
+    return [(tag, text_view(line)) for tag, line in rows if line is not None], record.ppline
 
 
 def write_alignment(handle: TextIO, alignment: Alignment, hmm_shown: str, seq_shown: str, textw: int) -> None:
     """One domain's alignment in blocks of at most `textw` characters (unlimited when 0).
 
-    `hmm_shown`, `seq_shown`: the names to print, accessions under `--acc`.
+    `hmm_shown`, `seq_shown`: the names to print, accessions under `--acc`, as `hits.text.view`s.
     """
     above, pp = _annotation_rows(alignment)
     model, mline, aseq = alignment.hmm_sequence, alignment.identity_sequence, alignment.target_sequence
@@ -103,8 +100,9 @@ def write_alignments(
             continue
         query = found.query if queries is None else queries[index]
         msa = found.to_msa(query.alphabet, all_consensus_cols=True)
-        msa.name = query.name
-        msa.accession = query.accession or None
-        msa.description = query.description or None
+        name, accession, description = text_of(query)
+        msa.name = name
+        msa.accession = accession or None
+        msa.description = description or None
         msa.author = f"{program} (HMMER {HMMER_VERSION})"
         msa.write(handle, "stockholm" if textw > 0 else "pfam")

@@ -25,6 +25,7 @@ from typing import BinaryIO, TextIO
 from pyhmmer.plan7 import TopHits
 
 from ..hits.records import domain_counts, domain_oasc
+from ..hits.text import text_of, text_view, view
 from ..options import ReportSettings
 from .alidisplay import included_domains, write_alignment, write_alignments
 from .report_header import Program, ReportHeader, write_header
@@ -63,17 +64,23 @@ def write_report(
 
     The target list's name column is as wide as the longest name of every hit kept, reported
     or not, so `hits` must hold the hits hmmsearch keeps (`hits.tophits`).
+
+    `handle` takes text of one character per byte (`hits.text.view`): names and descriptions
+    are the bytes HMMER holds, whatever their encoding, and HMMER's widths count bytes.
     """
-    write_header(handle, header)
+    header_text = io.StringIO()
+    write_header(header_text, header)
+    handle.write(text_view(header_text.getvalue()))
     for index, found in enumerate(hits):
         query = found.query if queries is None else queries[index]
         _write_query(handle, header.program, query)
         state = found.__getstate__()
         counts = _hit_counts(state)
-        namew = max([8] + [len(_shown_name(hit.name, hit.accession, settings.acc)) for hit in found])
-        _write_targets(handle, found, namew, settings, counts)
+        names = [tuple(map(view, text_of(hit))) for hit in found]
+        namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+        _write_targets(handle, found, namew, settings, counts, names)
         handle.write("\n\n")
-        _write_domains(handle, found, query, settings, counts)
+        _write_domains(handle, found, query, settings, counts, names)
         handle.write("\n\n")
         _write_statistics(handle, found.mode, state["pipeline"], Stopwatch() if times is None else times[index])
         handle.write("//\n")
@@ -89,15 +96,16 @@ def write_report(
 
 
 def _write_query(handle: TextIO, program: Program, query: object) -> None:
+    name, accession, description = map(view, text_of(query))
     if program == "hmmsearch":
-        handle.write(f"Query:       {query.name}  [M={query.M}]\n")
+        handle.write(f"Query:       {name}  [M={query.M}]\n")
     else:  # a sequence, or phmmer's single-sequence model: M is the sequence length
         length = query.M if hasattr(query, "M") else len(query)
-        handle.write(f"Query:       {query.name}  [L={length}]\n")
-    if query.accession:
-        handle.write(f"Accession:   {query.accession}\n")
-    if query.description:
-        handle.write(f"Description: {query.description}\n")
+        handle.write(f"Query:       {name}  [L={length}]\n")
+    if accession:
+        handle.write(f"Accession:   {accession}\n")
+    if description:
+        handle.write(f"Description: {description}\n")
 
 
 def _hit_counts(state: dict) -> list[tuple[float, int]]:
@@ -114,7 +122,9 @@ def _shown_name(name: str, accession: str | None, acc: bool) -> str:
     return accession if acc and accession else name
 
 
-def _write_targets(handle: TextIO, found: TopHits, namew: int, settings: ReportSettings, counts: list) -> None:
+def _write_targets(
+    handle: TextIO, found: TopHits, namew: int, settings: ReportSettings, counts: list, names: list
+) -> None:
     search = found.mode == "search"
     descw = max(32, settings.textw - namew - 61)
     handle.write(f"Scores for complete sequence{'s' if search else ''} (score includes all domains):\n")
@@ -123,7 +133,7 @@ def _write_targets(handle: TextIO, found: TopHits, namew: int, settings: ReportS
     handle.write(f"    E-value  score  bias    E-value  score  bias    exp  N  {target:<{namew}} Description\n")
     handle.write(f"    ------- ------ -----    ------- ------ -----   ---- --  {'--------':<{namew}} -----------\n")
     above_inclusion = True
-    for hit, (nexpected, nreported) in zip(found, counts):
+    for hit, (nexpected, nreported), (name, accession, description) in zip(found, counts, names):
         if not hit.reported:
             continue
         if not hit.included and above_inclusion:
@@ -131,8 +141,7 @@ def _write_targets(handle: TextIO, found: TopHits, namew: int, settings: ReportS
             above_inclusion = False
         best = hit.best_domain
         newness = "+" if hit.new else "-" if hit.dropped else " "
-        shown = _shown_name(hit.name, hit.accession, settings.acc)
-        description = hit.description or ""
+        shown = _shown_name(name, accession, settings.acc)
         handle.write(
             f"{newness} {hit.evalue:9.2g} {hit.score:6.1f} {hit.bias:5.1f}  {best.i_evalue:9.2g} {best.score:6.1f} "
             f"{best.bias:5.1f}  {nexpected:5.1f} {nreported:2d}  {shown:<{namew}}  "
@@ -142,18 +151,19 @@ def _write_targets(handle: TextIO, found: TopHits, namew: int, settings: ReportS
         handle.write("\n   [No hits detected that satisfy reporting thresholds]\n")
 
 
-def _write_domains(handle: TextIO, found: TopHits, query: object, settings: ReportSettings, counts: list) -> None:
+def _write_domains(
+    handle: TextIO, found: TopHits, query: object, settings: ReportSettings, counts: list, names: list
+) -> None:
     search = found.mode == "search"
     handle.write(
         f"Domain annotation for each {'sequence' if search else 'model'}"
         f"{'' if settings.noali else ' (and alignments)'}:\n"
     )
-    query_accession = "" if search else query.accession
-    for hit, (_, nreported) in zip(found, counts):
+    query_name, query_accession, _ = map(view, text_of(query))
+    for hit, (_, nreported), (name, accession, description) in zip(found, counts, names):
         if not hit.reported:
             continue
-        shown = _shown_name(hit.name, hit.accession, settings.acc)
-        description = hit.description or ""
+        shown = _shown_name(name, accession, settings.acc)
         if settings.textw > 0:
             description = description[: max(32, settings.textw - len(shown) - 5)]
         handle.write(f">> {shown}  {description}\n")
@@ -183,12 +193,14 @@ def _write_domains(handle: TextIO, found: TopHits, query: object, settings: Repo
                 f"  == domain {number}  score: {domain.score:.1f} bits;  conditional E-value: {domain.c_evalue:.2g}\n"
             )
             # the model is the query in a search, the target in a scan; --acc shows accessions
-            seq_accession = hit.accession if search else query_accession
+            model, sequence = (query_name, query_accession), (name, accession)
+            if not search:
+                model, sequence = sequence, model
             write_alignment(
                 handle,
                 ali,
-                _shown_name(ali.hmm_name, ali.hmm_accession, settings.acc),
-                _shown_name(ali.target_name, seq_accession, settings.acc),
+                _shown_name(*model, settings.acc),
+                _shown_name(*sequence, settings.acc),
                 settings.textw,
             )
             handle.write("\n")
@@ -258,7 +270,7 @@ class Report:
     alignment_file: str | None = None
 
     def write(self, handle: BinaryIO, hits: Sequence[TopHits]) -> None:
-        text = io.TextIOWrapper(handle, encoding="utf-8", newline="\n")
+        text = io.TextIOWrapper(handle, encoding="latin-1", newline="\n")
         write_report(text, hits, self.settings, self.header, self.queries, self.times, self.alignment_file)
         text.flush()
         text.detach()

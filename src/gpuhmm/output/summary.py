@@ -6,6 +6,7 @@ import datetime
 import json
 import time
 
+from ..hits.text import label, shown, text_of
 from .files import written_together
 
 #: hmmsearch's names for its pipeline statistics, summed over models.
@@ -25,8 +26,8 @@ def model_counts(hits):
         model = model_hits.query
         counts.append(
             {
-                "name": model.name,
-                "accession": model.accession or "-",
+                "name": label(model),
+                "accession": shown(text_of(model)[1] or b"-"),
                 "M": model.M,
                 "reported": len(model_hits.reported),
                 "included": len(model_hits.included),

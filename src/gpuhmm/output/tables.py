@@ -10,8 +10,9 @@ import os
 import time
 
 from .._version import __version__
+from ..hits.text import text_of, text_view, view
 from ..hits.underflow import as_printed
-from .files import write_error, written_together
+from .files import written_together
 
 #: The shuffle significance table's columns: the first six as tblout's, then the target's
 #: Viterbi-filter score, the shuffles and their censored Gumbel fit, and the empirical P-value.
@@ -71,12 +72,11 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     }
     # What goes to /dev/null is not even formatted: the workflow's jobs send their reports there.
     wanted = [(paths[kind], writer) for kind, writer in writers.items() if paths.get(kind) not in (None, os.devnull)]
+    # A write that fails (a full disk, a closed pipe) is one line naming its output, as the
+    # outputs close.
     with written_together([path for path, _ in wanted]) as handles:
-        for handle, (path, writer) in zip(handles, wanted):
-            try:
-                writer(handle)
-            except OSError as error:  # a full disk, a closed pipe: one line naming the output
-                raise write_error(path, error) from None
+        for handle, (_, writer) in zip(handles, wanted):
+            writer(handle)
 
 
 def _write_table(handle, hits, format, footer):
@@ -86,8 +86,9 @@ def _write_table(handle, hits, format, footer):
 
 
 def _write_shuffle_table(handle, rows):
+    """Names in `rows` are `hits.text.view`s: the table holds their bytes as they are."""
     lines = ["\t".join(SHUFFLE_COLUMNS)] + ["\t".join(map(str, row)) for row in rows]
-    handle.write(("\n".join(lines) + "\n").encode())
+    handle.write(("\n".join(lines) + "\n").encode("latin-1"))
 
 
 def hmmer_footer(command, models_file, targets_file, scan=False):
@@ -107,15 +108,18 @@ def hmmer_footer(command, models_file, targets_file, scan=False):
 
 def _write_domain_table(handle, hits, scan=False):
     """One row per reported domain, sorted by sequence, then position, then model: the order
-    of the models in a search, their names in a scan (whose sequences keep input order)."""
+    of the models in a search, their names in a scan (whose sequences keep input order).
+    Names are written as the bytes the inputs hold."""
     rows = []
     for query_index, query_hits in enumerate(hits):
+        query = view(text_of(query_hits.query)[0])
         for hit in query_hits.reported:
-            sequence, model_length = (query_hits.query.name, hit.length) if scan else (hit.name, query_hits.query.M)
+            name = view(text_of(hit)[0])
+            sequence, model, model_length = (query, name, hit.length) if scan else (name, query, query_hits.query.M)
             for domain in hit.domains.reported:
                 alignment = domain.alignment
                 order = (
-                    (query_index, alignment.target_from, alignment.hmm_name)
+                    (query_index, alignment.target_from, model)
                     if scan
                     else (sequence, alignment.target_from, query_index)
                 )
@@ -128,8 +132,8 @@ def _write_domain_table(handle, hits, scan=False):
                             alignment.target_to,
                             domain.env_from,
                             domain.env_to,
-                            _text(alignment.hmm_accession),
-                            alignment.hmm_name,
+                            text_view(_text(alignment.hmm_accession)),
+                            model,
                             alignment.hmm_from,
                             alignment.hmm_to,
                             model_length,
@@ -142,7 +146,7 @@ def _write_domain_table(handle, hits, scan=False):
                 )
     rows.sort(key=lambda row: row[0])
     lines = ["\t".join(DOMAIN_COLUMNS)] + ["\t".join(map(str, row[1])) for row in rows]
-    handle.write(("\n".join(lines) + "\n").encode())
+    handle.write(("\n".join(lines) + "\n").encode("latin-1"))
 
 
 def _text(value):

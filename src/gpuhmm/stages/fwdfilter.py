@@ -25,6 +25,8 @@ import struct
 
 import numpy as np
 
+from ..hits.text import label
+
 #: Row of `xf`: E, N, J, C; column: MOVE, LOOP (p7O_XSTATES, p7O_XTRANSITIONS).
 _E, _MOVE, _LOOP = 0, 0, 1
 #: HMMER rescales a row when its xE passes this ("sparse rescaling").
@@ -67,7 +69,7 @@ class ForwardProfile:
         transitions[7] = tfv[7 * Q :][q, z]
         parameters = hmm.evalue_parameters.as_vector()
         return cls(
-            name=hmm.name,
+            name=label(hmm),
             M=M,
             emissions=np.ascontiguousarray(rfv[:, q, z], dtype=np.float32),
             transitions=transitions,

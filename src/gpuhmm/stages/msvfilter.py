@@ -25,6 +25,7 @@ import pyhmmer.easel
 import pyhmmer.plan7
 
 from .._memo import memoized
+from ..hits.text import label
 
 #: Kernel output for a sequence whose MSV score overflowed (HMMER returns +inf: it passes).
 MSV_OVERFLOW = -1
@@ -66,7 +67,7 @@ class MsvModel:
         costs = np.ascontiguousarray(striped[:, (nodes % quads) * 16 + nodes // quads])
         parameters = list(hmm.evalue_parameters.as_vector())
         return cls(
-            name=hmm.name,
+            name=label(hmm),
             M=hmm.M,
             costs=costs,
             bias=optimized.bias_b,

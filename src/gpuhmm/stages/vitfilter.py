@@ -22,6 +22,7 @@ import struct
 
 import numpy as np
 
+from ..hits.text import label
 from .msvfilter import configured_profile, gumbel_pvalues
 
 NEG_INF_WORD = -32768
@@ -111,7 +112,7 @@ class ViterbiProfile:
         nj = struct.unpack_from("<f", data, len(data) - 16)[0]
         parameters = hmm.evalue_parameters.as_vector()
         return cls(
-            name=hmm.name,
+            name=label(hmm),
             M=M,
             rwv=rwv.astype(np.int16),
             twv=twv.astype(np.int16),

@@ -13,6 +13,7 @@ import pyhmmer.plan7
 
 from ..db.index import FirstPositions
 from ..engine.filters import FilterOutcome, FilterShard, filter_stages
+from ..hits.text import hit_text
 
 log = logging.getLogger("gpuhmm")
 
@@ -77,7 +78,7 @@ class ResidentShard:
         with self._lazy_lock:
             if self._positions is None:
                 self._positions = FirstPositions(self._shard)
-        return self._positions.find(hit.name, hit.length)
+        return self._positions.find(hit_text(hit)[0], hit.length)
 
     def filter(self, engine, models, arguments, timings, sieve_slots=None):
         """Per model (`worker.models.FilterModel`), its `FilterOutcome` on this shard, with the

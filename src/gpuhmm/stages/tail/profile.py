@@ -17,6 +17,7 @@ after the Forward filter reads them, and the special-state transitions the tail 
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import numpy as np
 
@@ -69,9 +70,9 @@ class AlphabetCodes:
 class StripedProfile:
     """One model's `P7_OPROFILE` float parameters and the annotation `p7_alidisplay_Create` prints."""
 
-    name: str
-    accession: str | None
-    description: str | None
+    name: bytes  # as HMMER holds it, whatever its encoding
+    accession: bytes | None
+    description: bytes | None
     M: int
     emissions: np.ndarray  # float32 (Kp, Q, 4): rfv
     transitions: np.ndarray  # float32 (8, Q, 4): tfv rows BM..II, then DD
@@ -101,10 +102,11 @@ class StripedProfile:
             return striped
 
         parameters = optimized.evalue_parameters.as_vector()
+        name, accession, description = _h3p_text(data)
         return cls(
-            name=optimized.name,
-            accession=optimized.accession,
-            description=optimized.description,
+            name=name,
+            accession=accession,
+            description=description,
             M=M,
             emissions=stripe(nodes.emissions),
             transitions=stripe(nodes.transitions),
@@ -141,6 +143,22 @@ class SpecialTransitions:
     e_loop: np.float32
     move: np.float32  # N, J and C MOVE: pmove
     loop: np.float32  # N, J and C LOOP: 1 − pmove
+
+
+def _h3p_text(data):
+    """The name, accession and description (None where unset) at the head of `.h3p` bytes, as
+    `p7_oprofile_Write` puts them: magic, M, alphabet, then each as its length and its bytes
+    with their NUL (the length 0 alone where unset; the name is always there)."""
+    at, fields = 12, []
+    for index in range(3):
+        (size,) = struct.unpack_from("<i", data, at)
+        at += 4
+        if size or index == 0:
+            fields.append(bytes(data[at : at + size]))
+            at += size + 1
+        else:
+            fields.append(None)
+    return tuple(fields)
 
 
 def special_transitions(L, multihit):

@@ -7,22 +7,26 @@ import dataclasses
 
 import numpy as np
 
+from ...hits.text import sequence_text
+
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """What the tail reads of a target sequence (`ESL_SQ`): names ("" when unset) and residues."""
+    """What the tail reads of a target sequence (`ESL_SQ`): names as Easel's bytes (b"" when
+    unset) and residues."""
 
-    name: str
-    accession: str
-    description: str
+    name: bytes
+    accession: bytes
+    description: bytes
     residues: np.ndarray  # uint8 digital codes, residue i at index i − 1
 
     @classmethod
     def from_digital(cls, sequence):
         """From a pyhmmer DigitalSequence."""
+        name, accession, description = sequence_text(sequence)
         return cls(
-            name=sequence.name,
-            accession=sequence.accession,
-            description=sequence.description,
+            name=name,
+            accession=accession,
+            description=description,
             residues=np.asarray(sequence.sequence, dtype=np.uint8),
         )
