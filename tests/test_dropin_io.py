@@ -274,3 +274,34 @@ def test_the_readme_says_how_to_resume_a_killed_workflow():
     if process.returncode != 0:
         pytest.skip("Snakemake is not installed")
     assert "--unlock" in process.stdout and "--rerun-incomplete" in process.stdout
+
+
+def test_phmmer_hits_of_latin1_queries_merge_as_phmmer(tmp_path, monkeypatch):
+    """A hits file keeps a query's Latin-1 name: `gpuhmm merge` reads it back and writes
+    phmmer's tables."""
+    fasta = _latin1_fasta(tmp_path / "latin1.faa")
+    queries = _latin1_fasta(tmp_path / "queries.faa", newline=b"\r\n")
+    ours = _ours(tmp_path, monkeypatch)
+    _gpuhmm("phmmer", "--cpu", "2", "-o", os.devnull, "--hits", "q.hits", queries, fasta)
+    _gpuhmm("merge", *[word for kind in TABLES for word in (f"--{kind}", f"out.{kind}")], "q.hits")
+    theirs = _reference("phmmer", tmp_path / "theirs", *_outputs(Path("."))[4:], queries, fasta)
+    for kind in TABLES:
+        assert _table_body(ours / f"out.{kind}") == _table_body(theirs / f"out.{kind}"), kind
+
+
+def test_latin1_targets_given_as_pyhmmer_sequences_as_hmmsearch(tmp_path):
+    """Digital sequences whose names pyhmmer cannot decode are searched as their file is."""
+    import pyhmmer
+
+    from gpuhmm import OutputFiles, hmmsearch
+
+    fasta = _latin1_fasta(tmp_path / "latin1.faa")
+    alphabet = pyhmmer.easel.Alphabet.amino()
+    with pyhmmer.easel.SequenceFile(fasta, digital=True, alphabet=alphabet) as handle:
+        block = handle.read_block()
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    hmmsearch(TINY, block, outputs=OutputFiles(**{kind: ours / f"out.{kind}" for kind in TABLES}))
+    theirs = _reference("hmmsearch", tmp_path / "theirs", *_outputs(Path("."))[4:], TINY, fasta)
+    for kind in TABLES:
+        assert _table_body(ours / f"out.{kind}") == _table_body(theirs / f"out.{kind}"), kind

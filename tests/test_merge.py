@@ -21,6 +21,7 @@ from helpers.data import DATA, GOLDEN, TABLES, assert_tables_equal
 MODELS = DATA / "pfam-test.h3m.gz"
 PROTEINS = DATA / "proteins.faa"
 HELDOUT = DATA / "heldout.faa"
+QUERIES = DATA / "phmmer-queries.faa"
 
 
 def _split(tmp_path, shards):
@@ -69,6 +70,17 @@ def test_shards_searched_with_other_options_are_refused(tmp_path):
         tmp_path, _search(first, tmp_path / "0.hits", "--cut_ga"), _search(second, tmp_path / "1.hits")
     )
     assert f"{tmp_path / '1.hits'}: searched as `hmmsearch`, {tmp_path / '0.hits'} as `hmmsearch --cut_ga`" in line
+
+
+def test_phmmer_shards_built_with_other_matrices_are_refused(tmp_path):
+    """phmmer's own options give its models other scores: shards built apart do not merge."""
+    hits = []
+    for name, matrix in (("0", "BLOSUM62"), ("1", "BLOSUM80")):
+        hits.append(tmp_path / f"{name}.hits")
+        run_gpuhmm("phmmer", "--cpu", "1", "--mx", matrix, "-o", os.devnull, "--hits", hits[-1], QUERIES, PROTEINS)
+    process = run_gpuhmm("merge", "--tblout", tmp_path / "t", *hits, check=False)
+    assert process.returncode == 1 and "--mx BLOSUM80" in process.stderr, process.stderr
+    assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.parametrize("options", [[], ["-Z", "1000"]], ids=["own Z", "same -Z"])

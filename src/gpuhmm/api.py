@@ -306,8 +306,9 @@ def _searched_how(job, run, record):
     """What a hits file records of its search, for `gpuhmm merge` to check: the options, the
     database's digest, Z, and the model file searched (and its place among model shards)."""
     queries, sequences = run.inputs
+    options = job.options.command_line() + (job.phmmer.command_line() if job.phmmer else [])
     return {
-        "search": {"program": job.program, "options": job.options.command_line()},
+        "search": {"program": job.program, "options": options},
         "database": {"sha256": seqdb.content_digest(sequences), "sequences": run.database.sequences},
         "Z": record["Z"],
         "model_shard": models.shard_place(queries) if memory.is_file(queries) else models.memory_place(run.hmms),

@@ -307,8 +307,13 @@ class PhmmerOptions:
             raise GpuhmmError("--Eft", f"must be a number in 0 < x < 1, not {self.Eft!r}")
         if self.mx not in BUILT_IN_MATRICES:
             raise GpuhmmError("--mx", f"no matrix named {self.mx} is available as a built-in")
-        if self.qformat is not None and self.qformat.lower() != "fasta":
+        if self.qformat is not None and (not isinstance(self.qformat, str) or self.qformat.lower() != "fasta"):
             raise GpuhmmError("--qformat", f"gpuhmm reads FASTA queries only, not {self.qformat}")
+
+    def command_line(self):
+        """The options that differ from phmmer's defaults, as words of its command line."""
+        changed = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) != field.default]
+        return [word for name in changed for word in (f"--{name}", str(getattr(self, name)))]
 
     def builder_arguments(self):
         """Keyword arguments for `pyhmmer.plan7.Builder`, as phmmer configures its builder."""

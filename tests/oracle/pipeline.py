@@ -20,11 +20,31 @@ import math
 
 from gpuhmm.hits.records import HitRecord
 from gpuhmm.stages.tail.profile import F32, special_transitions
-from gpuhmm.stages.tail.scores import LOG_OMEGA, domain_flags, flogsum, hit_flags, log_length, null_one, reportable
+from gpuhmm.stages.tail.scores import (
+    FLOGSUM_SCALE,
+    domain_flags,
+    flogsum_table,
+    hit_flags,
+    log_length,
+    null_one,
+    reportable,
+)
 
 from .domaindef import define_domains
 from .fwdback import backward, forward
 from .stotrace import FastRandomness, kahan_sum
+
+LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
+
+
+def flogsum(a, b):
+    """`p7_FLogsum`: log(e^a + e^b) in float32 by table lookup."""
+    a, b = F32(a), F32(b)
+    high, low = (a, b) if a > b else (b, a)
+    if low == -math.inf or high - low >= F32(15.7):
+        return high
+    return high + flogsum_table()[int((high - low) * FLOGSUM_SCALE)]
+
 
 LN2 = 0.69314718055994529  # eslCONST_LOG2
 

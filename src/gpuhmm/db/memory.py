@@ -16,6 +16,7 @@ import pyhmmer.easel
 import pyhmmer.plan7
 
 from ..errors import GpuhmmError
+from ..hits.text import label, sequence_text
 from .fasta import alphabet_name
 
 
@@ -74,7 +75,7 @@ def sequences(value, source, alphabet=None):
             if sequence.alphabet != alphabet:
                 raise GpuhmmError(
                     source,
-                    f"alphabet mismatch: sequence {sequence.name!r} is {_alphabet(sequence.alphabet)}, "
+                    f"alphabet mismatch: sequence {label(sequence)!r} is {_alphabet(sequence.alphabet)}, "
                     f"{_alphabet(alphabet)} is needed",
                 )
             yield sequence
@@ -89,19 +90,20 @@ def write_fasta(value, path, source, alphabet=None):
     cannot keep: a name that is empty or holds whitespace, a description on several lines or
     starting with whitespace, a gap residue, an accession (FASTA has none)."""
     count = 0
-    with open(path, "w") as handle:
+    with open(path, "wb") as handle:
         for sequence in sequences(value, source, alphabet):
-            label, description = sequence.name, sequence.description or ""
-            if not label or label.split() != [label]:
-                raise GpuhmmError(source, f"sequence name {label!r} is empty or holds whitespace")
-            if description[:1].isspace() or "\n" in description or "\r" in description:
-                raise GpuhmmError(source, f"sequence {label!r} has a description on several lines or after whitespace")
-            if sequence.accession:
-                raise GpuhmmError(source, f"sequence {label!r} has an accession; gpuhmm reads FASTA targets only")
-            residues = sequence.alphabet.decode(sequence.sequence)
-            if "-" in residues:
-                raise GpuhmmError(source, f"sequence {label!r} holds gaps ('-'); a target sequence is unaligned")
-            handle.write(f">{label} {description}\n{residues}\n" if description else f">{label}\n{residues}\n")
+            name, accession, description = sequence_text(sequence)
+            shown = label(sequence)
+            if not name or name.split() != [name]:
+                raise GpuhmmError(source, f"sequence name {shown!r} is empty or holds whitespace")
+            if description[:1].isspace() or b"\n" in description or b"\r" in description:
+                raise GpuhmmError(source, f"sequence {shown!r} has a description on several lines or after whitespace")
+            if accession:
+                raise GpuhmmError(source, f"sequence {shown!r} has an accession; gpuhmm reads FASTA targets only")
+            residues = sequence.alphabet.decode(sequence.sequence).encode("ascii")
+            if b"-" in residues:
+                raise GpuhmmError(source, f"sequence {shown!r} holds gaps ('-'); a target sequence is unaligned")
+            handle.write(b">" + name + (b" " + description if description else b"") + b"\n" + residues + b"\n")
             count += 1
     if not count:
         raise GpuhmmError(source, "holds no sequences")

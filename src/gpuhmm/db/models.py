@@ -23,6 +23,7 @@ import pyhmmer.plan7
 
 from .._atomic import atomic_outputs
 from ..errors import GpuhmmError
+from ..hits.text import label
 from ..options import PhmmerOptions
 from .inputs import InputFile
 
@@ -150,7 +151,7 @@ def check_cutoffs(models, bit_cutoffs, source):
     for model in models:
         if not getattr(model.cutoffs, available)():
             raise GpuhmmError(
-                source, f"model {model.name!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)"
+                source, f"model {label(model)!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)"
             )
 
 

@@ -15,9 +15,10 @@ import functools
 import logging
 import os
 import threading
-from pathlib import Path
 
-os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
+from . import kernelcache  # before CuPy, which reads the cache folder as it is imported
+
+os.environ.setdefault("CUPY_CACHE_DIR", kernelcache.cache_directory())
 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
@@ -25,7 +26,7 @@ import numpy as np  # noqa: E402
 from ..stages import biasfilter, fwdfilter, msvfilter, vitlayout  # noqa: E402
 from ..stages.msvlayout import model_tables  # noqa: E402
 from ..stages.tail import launch as tail_launch  # noqa: E402
-from . import cudadriver, kernelcache, tuning  # noqa: E402
+from . import cudadriver, tuning  # noqa: E402
 from .resident import ResidentCache  # noqa: E402
 
 log = logging.getLogger("gpuhmm")

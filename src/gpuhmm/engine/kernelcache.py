@@ -50,6 +50,11 @@ def _write_whole(path, data):
 KERNELS = Path(__file__).parent / "kernels"
 
 
+def cache_directory():
+    """Where compiled kernels are kept: `$CUPY_CACHE_DIR`, by default ~/.cache/gpuhmm/kernels."""
+    return os.environ.get("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
+
+
 @functools.cache
 def kernel_source(name):
     """A kernel file (a path under `kernels/`) with its headers inlined, each once, so the disk

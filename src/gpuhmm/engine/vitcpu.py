@@ -34,11 +34,6 @@ FUNCTION = "vitcpu_scores"
 OPTIONS = ("-O3", "-std=c99", "-shared", "-fPIC")
 
 
-def cache_directory():
-    """Where compiled code is kept: the GPU kernels' folder."""
-    return os.environ.get("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "gpuhmm" / "kernels"))
-
-
 def _compiler():
     return shlex.split(os.environ.get("CC") or "cc")
 
@@ -68,7 +63,9 @@ def compiled():
         version = subprocess.run([*_compiler(), "--version"], check=True, capture_output=True, text=True).stdout
         identity = (_compiler(), version, platform.machine())
         try:
-            return kernelcache.cached_kernel(cache_directory(), code, FUNCTION, OPTIONS, identity, _compile, _load)
+            return kernelcache.cached_kernel(
+                kernelcache.cache_directory(), code, FUNCTION, OPTIONS, identity, _compile, _load
+            )
         except OSError:  # an unwritable cache: this process builds its own copy
             with tempfile.TemporaryDirectory(prefix="gpuhmm-cc-") as directory:
                 return kernelcache.cached_kernel(directory, code, FUNCTION, OPTIONS, identity, _compile, _load)

@@ -24,6 +24,7 @@ from pyhmmer.easel import Alphabet, VectorU8
 from pyhmmer.plan7 import HMMFile, TopHits
 
 from .records import check_hit
+from .text import label
 
 #: P7_PIPELINE.Z_setby when Z counts the targets (p7_ZSETBY_NTARGETS).
 _Z_SET_BY_TARGETS = 0
@@ -133,6 +134,9 @@ def attached(state, query):
 
 
 #: The fields of a TopHits state besides its hits, order and pipeline, and their types.
+#: Pipeline fields that choose what the writers print, and their values in a protein search or
+#: scan: no nhmmer columns; Z and domZ counted or set (`p7_zsetby_e`).
+_SEARCH_VALUES = {"long_targets": (False,), "mode": (0, 1), "Z_setby": (0, 1, 2), "domZ_setby": (0, 1, 2)}
 _STATE_FIELDS = {
     "_empty": bool,
     "N": int,
@@ -165,13 +169,13 @@ def from_data(state, model, records):
         try:
             check_hit(record)
         except ValueError as error:
-            raise ValueError(f"hit {index} of {hits.query.name}: {error}") from None
+            raise ValueError(f"hit {index} of {label(hits.query)}: {error}") from None
     try:
         hits.__setstate__(
             dict(state, pipeline=pipeline, Nalloc=len(records), unsrt=[VectorU8(bytearray(r)) for r in records])
         )
     except (OverflowError, TypeError) as error:  # a number out of its C field's range
-        raise ValueError(f"hits state of {hits.query.name}: {error}") from None
+        raise ValueError(f"hits state of {label(hits.query)}: {error}") from None
     return hits
 
 
@@ -201,9 +205,7 @@ def _query(model):
         raise ValueError(f"query is not an HMMER binary model ({error})") from None
     if len(queries) != 1:
         raise ValueError(f"{len(queries)} query models where one belongs")
-    (query,) = queries
-    _ = query.name, query.accession, query.description  # UnicodeDecodeError, a ValueError, if not UTF-8
-    return query
+    return queries[0]
 
 
 def _checked_state(state, count, fresh):
@@ -225,4 +227,10 @@ def _checked_state(state, count, fresh):
     for name, value in pipeline.items():
         if type(value) is not type(fresh[name]):
             raise ValueError(f"pipeline field {name!r} is not {type(fresh[name]).__name__}")
+        if isinstance(value, float) and value != value:
+            raise ValueError(f"pipeline field {name!r} is not a number")
+    # What an hmmsearch, phmmer or hmmscan pipeline holds, so that no other table format is forged.
+    for name, allowed in _SEARCH_VALUES.items():
+        if pipeline[name] not in allowed:
+            raise ValueError(f"pipeline field {name!r} is {pipeline[name]!r}, not a protein search's")
     return pipeline

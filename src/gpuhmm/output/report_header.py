@@ -16,7 +16,6 @@ HMMER_VERSION = "3.4"
 Program = Literal["hmmsearch", "phmmer", "hmmscan"]
 
 #: Per program: its banner, the labels of its query and target files, its letter in _OPTION_LINES.
-#: Per program: its banner, the labels of its query and target files, its letter in _OPTION_LINES.
 PROGRAMS = {
     "hmmsearch": ("search profile(s) against a sequence database", "query HMM file:", "target sequence database:", "s"),
     "phmmer": (

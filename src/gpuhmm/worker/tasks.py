@@ -18,6 +18,7 @@ import pyhmmer.plan7
 
 from ..errors import GpuhmmError
 from ..hits import tophits
+from ..hits.text import hit_text, model_text
 from ..messages import TaskResult
 from . import tail
 from .state import STATE, worker_name
@@ -116,7 +117,7 @@ def scan_task(piece, shared):
     file_position = {}
     if piece.filter_counts is not None:
         for index, model in enumerate(shared.models):
-            file_position.setdefault(model.name, index + 1)
+            file_position.setdefault(model_text(model)[0], index + 1)
     found = []
     for position, sequence in zip(positions.tolist(), shard.subset(positions)):
         block = pyhmmer.plan7.OptimizedProfileBlock(shared.database.alphabet, [profile(m) for m in models_of[position]])
@@ -125,7 +126,7 @@ def scan_task(piece, shared):
             # pyhmmer met the sequence's candidates only; hmmscan's statistics count every model.
             counts = {name: int(count[position]) for name, count in piece.filter_counts.items()}
             hits = tophits.counting_every_model(
-                hits, len(shared.models), nodes, counts, lambda hit: file_position[hit.name]
+                hits, len(shared.models), nodes, counts, lambda hit: file_position[hit_text(hit)[0]]
             )
         found.append((shard.source_index(position), hits))
         pipeline.clear()

@@ -15,7 +15,6 @@ import numpy as np
 from ...hits.records import IS_INCLUDED, IS_REPORTED
 
 F32 = np.float32
-LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
 FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
 
 
@@ -23,15 +22,6 @@ FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
 def flogsum_table():
     """`p7_FLogsumInit`: log(1 + e^(−i/1000)) in float32 for i < 16000."""
     return np.array([math.log(1.0 + math.exp(-i / 1000.0)) for i in range(FLOGSUM_ENTRIES)], dtype=F32)
-
-
-def flogsum(a, b):
-    """`p7_FLogsum`: log(e^a + e^b) in float32 by table lookup."""
-    a, b = F32(a), F32(b)
-    high, low = (a, b) if a > b else (b, a)
-    if low == -np.inf or high - low >= F32(15.7):
-        return high
-    return high + flogsum_table()[int((high - low) * FLOGSUM_SCALE)]
 
 
 @functools.cache

@@ -56,7 +56,7 @@ enum Special { X_E, X_N, X_J, X_B, X_C, X_SCALE, X_COUNT };
 // Outcomes of a stage: a pair that is not TAIL_OK goes to pyhmmer.
 enum Status { TAIL_OK = 0, TAIL_RANGE = 1, TAIL_CAPACITY = 2, TAIL_UNCERTAIN = 3 };
 
-// One model's P7_OPROFILE float parameters (oprofile.StripedProfile).
+// One model's P7_OPROFILE float parameters (stages/tail/profile.py's StripedProfile).
 struct Profile {
     int M, Q, K, Kp;
     const f4 *rfv;  // Kp * Q: residue x's odds ratios, vector q at rfv[x * Q + q]
