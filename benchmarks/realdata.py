@@ -31,7 +31,8 @@ In one run, on one host, with N = every host thread:
    `--repeats` runs). Its summary gives `pairs_past_forward` (filters.n_past_fwd),
    `cpu_tail_cpu_s` (gpu_stages.cpu_tail_cpu_s: CPU seconds of pyhmmer's domain stages) and
    `pairs_finished_on_gpu` (0 unless the summary has that field: today pyhmmer finishes
-   every pair past Forward).
+   every pair past Forward). Then the same search with `--F3 1e-300`, which lets nothing past
+   the Forward filter: the filter path and the fixed costs alone (`filter_path_wall_s`).
 5. The peer: `pyhmmer.hmmsearch(hmms, block, cpus=N)` in this process on the models and the
    digital sequence block read beforehand (reading timed apart), fully consumed; its tables
    are written afterwards (untimed) and compared with gpuhmm's, every line but gpuhmm's
@@ -47,6 +48,7 @@ record with its error:
      "proteome_residues", "proteome_duplicates_left_out", "copies", "mutation_rate",
      "substitutions_per_copy", "seed", "rng", ...}, "compile_warmup_s", "warmup": {...},
      "wall_s", "gpuhmm": {"command", "runs_s", "filters", "gpu_stages", "totals", ...},
+     "filter_path_wall_s", "filter_path": {"command", "stages"},
      "peer_threads", "peer_wall_s", "peer": {...}, "speedup_vs_pyhmmer", "tables_identical",
      "table_lines", "pairs_past_forward", "pairs_finished_on_gpu", "cpu_tail_cpu_s",
      "stages": {name: seconds}, "errors": {step: message}, "png"}
@@ -272,6 +274,7 @@ def main(argv=None):
         "database": None,
         "compile_warmup_s": None,
         "wall_s": None,
+        "filter_path_wall_s": None,
         "peer_threads": threads,
         "peer_wall_s": None,
         "speedup_vs_pyhmmer": None,
@@ -418,6 +421,21 @@ def main(argv=None):
             )
 
         step("gpuhmm", gpuhmm_full)
+
+        # 4b. the filter path alone: the same search with nothing past Forward (no tail)
+        def filter_path():
+            base = [*gpuhmm_base, "--F3", "1e-300"]
+            command, wall, summary, _ = timed_gpuhmm(
+                base, work / "filter-path", state["models_path"], state["db_path"], env
+            )
+            result["filter_path_wall_s"] = round(wall, 3)
+            result["filter_path"] = {
+                "command": shlex.join(command),
+                "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
+            }
+            log(f"filter path (--F3 1e-300): {wall:.1f} s")
+
+        step("filter_path", filter_path)
 
         # 5. the peer: pyhmmer.hmmsearch in this process, models and sequences read beforehand
         def peer():
