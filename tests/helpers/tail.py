@@ -13,7 +13,7 @@ import pyhmmer
 
 from gpuhmm.hits import records
 from gpuhmm.stages import vitfilter
-from gpuhmm.stages.tail import launch
+from gpuhmm.stages.tail import schedule
 from gpuhmm.stages.tail.profile import StripedProfile
 from gpuhmm.stages.tail.target import Target
 
@@ -102,25 +102,46 @@ def striped_profiles(hmms):
 
 
 SHIM = """
-#include "batch.cuh"
+#include "stages.cuh"
 using namespace gpuhmm_tail;
-extern "C" void tail_run(const Batch *batch) {
-    for (int p = 0; p < batch->npairs; p++) run_pair(batch, p, batch->scratch);
+extern "C" void tail_stage(const Tail *t, int stage, int count) {
+    for (int item = 0; item < count; item++) {
+        if (stage == 0) parse_pair(t, item);
+        else if (stage == 1) sample_region(t, item);
+        else if (stage == 2) rescore_envelope(t, item);
+        else assemble_pair(t, item);
+    }
 }
 """
 
 
-def run_batch(batch):
-    """Every pair of `batch` (a TailBatch) through the host build: read_back's results."""
-    lib = tail_build.build(SHIM)
-    lib.tail_run.argtypes = [ctypes.c_void_p]
-    scratch, out = batch.bounds()
-    arrays = launch.output_arrays(len(batch.pairs), out)
-    arrays.update(batch.inputs(), scratch=np.zeros(scratch, np.uint8))
-    arrays["models"] = batch.models.table(batch.models.blob.ctypes.data)
-    struct = batch.struct(lambda name: arrays[name].ctypes.data, len(batch.pairs), scratch, out)
-    lib.tail_run(ctypes.byref(struct))
-    return arrays
+class HostDevice:
+    """`schedule.run`'s device for the host build: numpy arrays, each stage a loop over its items."""
+
+    def __init__(self):
+        self.lib = tail_build.build(SHIM)
+        self.lib.tail_stage.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        self.launched = []
+
+    put = staticmethod(np.copy)
+    get = staticmethod(np.copy)
+
+    @staticmethod
+    def empty(nbytes):
+        return np.zeros(nbytes, np.uint8)
+
+    @staticmethod
+    def address(array):
+        return array.ctypes.data
+
+    def launch(self, stage, count, struct):
+        self.launched.append((stage, count))
+        self.lib.tail_stage(struct, stage, count)
+
+
+def run_batch(batch, budget=1 << 30):
+    """Every pair of `batch` (a TailBatch) through the host build of the stages: their outputs."""
+    return schedule.run(batch, HostDevice(), budget)
 
 
 def batch_cases(pfam_test_data):

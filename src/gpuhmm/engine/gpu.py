@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from ..stages import biasfilter, fwdfilter, msvfilter, vitlayout  # noqa: E402
 from ..stages.msvlayout import model_tables  # noqa: E402
 from ..stages.tail import launch as tail_launch  # noqa: E402
+from ..stages.tail import schedule as tail_schedule  # noqa: E402
 from . import cudadriver, tuning  # noqa: E402
 from .resident import ResidentCache  # noqa: E402
 
@@ -357,23 +358,14 @@ class GpuEngine:
             self._side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
-    def tail(self, batch):
+    def tail(self, batch, timing=None):
         """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.TailBatch`:
-        its outputs (`output_arrays`) on the host, and their device address."""
-        scratch, out = batch.bounds()
-        threads = tail_launch.CTA_THREADS
-        blocks = -(-tail_launch.threads_for(len(batch.pairs), scratch, self.memory_bytes) // threads)
+        `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds."""
         with self._tail_slots, self._stream():
-            device = {name: cupy.asarray(array) for name, array in batch.inputs().items()}
-            device["models"] = cupy.asarray(batch.models.table(device["blob"].data.ptr))
-            device["scratch"] = cupy.empty(blocks * threads * scratch, dtype=np.uint8)
-            outputs = tail_launch.output_arrays(len(batch.pairs), out)
-            device.update((name, cupy.zeros_like(array)) for name, array in outputs.items())
-            struct = batch.struct(lambda name: device[name].data.ptr, len(batch.pairs), scratch, out)
-            kernel = self._compiled("tail/tail.cu", "gpuhmm::tail_pairs", exact=True)
-            pointer = cupy.asarray(np.frombuffer(bytes(struct), dtype=np.uint8))
-            kernel((blocks,), (threads,), (pointer,))
-            return {name: cupy.asnumpy(device[name]) for name in outputs}, device["out"].data.ptr
+            device = _TailDevice(self, timing)
+            outputs = tail_schedule.run(batch, device, min(tail_launch.ARENA_BUDGET, self.memory_bytes // 4))
+            device.finish()
+            return outputs
 
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
@@ -512,3 +504,46 @@ class GpuEngine:
             event.synchronize()
         if timing is not None and finished:
             timing.append(max(cupy.cuda.get_elapsed_time(ready, event) for event in finished) / 1000.0)
+
+
+class _TailDevice:
+    """`stages.tail.schedule.run`'s device on the GPU: CuPy arrays on the caller's stream, one
+    launch per stage call, one thread per item."""
+
+    KERNELS = ("gpuhmm::tail_parse", "gpuhmm::tail_regions", "gpuhmm::tail_envelopes", "gpuhmm::tail_assemble")
+    THREADS = 64
+
+    def __init__(self, engine, timing):
+        self.engine, self.timing, self.events, self.kept = engine, timing, [], []
+
+    put = staticmethod(cupy.asarray)
+    get = staticmethod(cupy.asnumpy)
+
+    @staticmethod
+    def empty(nbytes):
+        return cupy.empty(nbytes, dtype=np.uint8)
+
+    @staticmethod
+    def address(array):
+        return array.data.ptr
+
+    def launch(self, stage, count, struct):
+        kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
+        pointer = cupy.asarray(np.frombuffer(struct, dtype=np.uint8))
+        self.kept.append(pointer)
+        started = cupy.cuda.Event() if self.timing is not None else None
+        if started is not None:
+            started.record()
+        spread = tail_launch.THREADS_PER_ITEM[stage]
+        kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread)))
+        if started is not None:
+            stopped = cupy.cuda.Event()
+            stopped.record()
+            self.events.append((stage, started, stopped))
+
+    def finish(self):
+        """Adds each stage's kernel time to `timing`."""
+        for stage, started, stopped in self.events:
+            stopped.synchronize()
+            name = self.KERNELS[stage].split("_")[-1]
+            self.timing[name] = self.timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3

@@ -40,19 +40,16 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
         residues, offsets = shard.tail_sequences(unique)
         block = shard.subset(unique)
         pack = launch.ModelPack([f.striped for f in filter_models])
-        for part in launch.calls(pack, np.diff(offsets), pair_model, pair_sequence, engine.memory_bytes):
+        for part in launch.calls(len(pair_model)):
             batch = launch.TailBatch.build(
                 pack, residues, offsets, pair_model[part], pair_sequence[part], scores[part], settings[0], seed
             )
             try:
-                outputs, out_base = engine.tail(batch)
+                outputs = engine.tail(batch)
             except MemoryError as error:  # CuPy's OutOfMemoryError: pyhmmer finishes these pairs
                 log.warning("GPU out of memory in the domain stages (%s); %d pairs go to pyhmmer", error, len(part))
                 continue
-            _, out = batch.bounds()
-            results = readback.read_back(
-                batch, outputs, out, out_base, lambda s: Target.from_digital(block[s]), settings
-            )
+            results = readback.read_back(batch, outputs, lambda s: Target.from_digital(block[s]), settings)
             for pair, (status, passed, record) in zip(batch.pairs, results):
                 if status == launch.OK:
                     finished[int(pair["model"]), int(unique[pair["sequence"]])] = (passed, record)

@@ -1,9 +1,9 @@
 """HMMER 3.4's stages after the Forward filter (`p7_Pipeline` from `p7_ForwardParser` on:
 `src/p7_pipeline.c`, `src/p7_domaindef.c`) as batches for `kernels/tail/`: the pairs, models and
-host-side terms (`scores`) the kernel reads, its capacities, and the sizes of what it writes.
+host-side terms (`scores`) the kernels read, the structs they share (stages.cuh), and the bytes
+each stage's items take.
 
-The kernel runs the whole tail of a pair, from the Forward parser and the exact F3 test to the
-scores of the hit and each domain's alignment lines; `readback` turns what it writes into hit
+`schedule` runs a batch through the four stages; `readback` turns what they write into hit
 records. A pair whose status is not `OK` goes to pyhmmer.
 """
 
@@ -77,29 +77,57 @@ class Domain(ctypes.Structure):
     )
 
 
-class Batch(ctypes.Structure):
-    _fields_ = [
-        ("models", _pointer),
-        ("residues", _pointer),
-        ("offsets", _pointer),
-        ("lengths", _pointer),
-        ("pairs", _pointer),
-        ("npairs", ctypes.c_int),
-        ("max_domains", ctypes.c_int),
-        ("settings", _Settings),
-        ("scratch", _pointer),
-        ("scratch_bytes", ctypes.c_size_t),
-        ("out", _pointer),
-        ("out_bytes", ctypes.c_size_t),
-        ("status", _pointer),
-        ("hits", _pointer),
-        ("ndomains", _pointer),
-        ("counts", _pointer),
-        ("nexpected", _pointer),
+class PairState(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("status", "passed", "nregions", "nclustered")] + [
+        ("fwdsc", ctypes.c_float),
+        ("nexpected", ctypes.c_float),
     ]
 
 
+class Region(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("pair", "index", "i", "j", "multi")]
+
+
+class RegionTask(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("pair", "i", "j")] + [(n, ctypes.c_size_t) for n in ("scratch", "bytes")]
+
+
+class EnvelopeTask(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("pair", "region", "i", "j", "clustered")] + [
+        (n, ctypes.c_size_t) for n in ("scratch", "bytes", "text", "text_bytes")
+    ]
+
+
+class Rescored(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("kept", ctypes.c_int), ("domain", Domain)]
+
+
+#: The `Tail` struct's pointer fields, in order, after the settings.
+TAIL_ARRAYS = (
+    "space",
+    "space_offsets",
+    "pair_order",
+    "state",
+    "regions",
+    "nfound",
+)
+STAGE_ARRAYS = ("arena", "region_tasks", "region_status", "region_envelopes", "envelope_tasks", "rescored", "text")
+PAIR_OUTPUTS = ("envelope_first", "region_verdict", "status", "hits", "domains", "ndomains", "counts", "nexpected")
+
+
+class Tail(ctypes.Structure):
+    _fields_ = (
+        [(n, _pointer) for n in ("models", "residues", "offsets", "lengths", "pairs")]
+        + [("npairs", ctypes.c_int), ("max_domains", ctypes.c_int), ("settings", _Settings)]
+        + [(n, _pointer) for n in TAIL_ARRAYS]
+        + [("region_capacity", ctypes.c_int), ("ntasks", ctypes.c_int)]
+        + [(n, _pointer) for n in STAGE_ARRAYS + PAIR_OUTPUTS]
+    )
+
+
 HIT_DTYPE, DOMAIN_DTYPE, PAIR_DTYPE = np.dtype(Hit), np.dtype(Domain), np.dtype(PairTask)
+STATE_DTYPE, REGION_DTYPE, RESCORED_DTYPE = np.dtype(PairState), np.dtype(Region), np.dtype(Rescored)
+REGION_TASK_DTYPE, ENVELOPE_TASK_DTYPE = np.dtype(RegionTask), np.dtype(EnvelopeTask)
 
 
 def _aligned(size, alignment=16):
@@ -160,59 +188,63 @@ class ModelPack:
         return np.frombuffer(bytes(models), dtype=np.uint8)
 
 
-def scratch_bytes(L, M, Kp=29):
-    """A bound on the scratch one pair takes (kernels/tail: search_target's allocations, then the
-    larger of a region's sampling and an envelope's rescoring, with 16-byte alignment); L and M
-    may be arrays."""
-    L, M = np.asarray(L, np.int64), np.asarray(M, np.int64)
-    Q = np.maximum(2, (M - 1) // 4 + 1)
-    rows = 16 * (L + 1) * Q
-    base = 4 * (6 * (L + 1)) * 2 + 16 * 6 * Q + 4 * (L + 1) * 4 + 24 * MAX_ENVELOPES
-    region = 24 * (L + 1) + 3 * rows + 16 * 6 * Q + 8 * L + 4 * Kp + 20 * MAX_SEGMENTS
-    region += 24 * MAX_TRACE_DOMAINS + 9 * (3 * (L + 1) + 2 * M + 64) + 40 * MAX_SEGMENTS + 4 * MAX_ENVELOPES
-    envelope = 2 * (24 * (L + 1) + 3 * rows) + 16 * 6 * Q + 4 * Kp + 13 * (2 * (L + M) + 16) + 12 * (L + 1)
-    return _aligned(base + np.maximum(region, envelope) + 64 * 48 + 65536, 256)
+def _a(size):
+    return (np.asarray(size, np.int64) + 15) // 16 * 16
 
 
-#: Device memory one call's scratch may take: at most this, and at most a quarter of the GPU's;
-#: calls a GPU runs at once; threads per CTA.
-SCRATCH_BUDGET, CALLS_AT_ONCE, CTA_THREADS = 8 << 30, 2, 64
+def _nodes(M):
+    M = np.asarray(M, np.int64)
+    return M, np.maximum(2, (M - 1) // 4 + 1)
 
 
-def largest_first(models, lengths, pair_model, pair_sequence):
-    """The pairs' order by decreasing scratch bound, and each pair's bound: batches cut from it
-    hold pairs of like size, and the threads of one take the longest pairs first."""
-    nodes = np.array([p.M for p in models.profiles], dtype=np.int64)
-    bound = scratch_bytes(lengths[pair_sequence], nodes[pair_model])
-    order = np.argsort(-bound, kind="stable")
-    return order, bound[order]
+def space_bytes(L, M):
+    """A pair's space from stage 1 to 4 (stages.cuh `pair_space`): L, M may be arrays."""
+    L = np.asarray(L, np.int64)
+    _, Q = _nodes(M)
+    return _aligned(2 * _a(24 * (L + 1)) + _a(96 * Q) + 4 * _a(4 * (L + 1)) + 16, 256)
 
 
-#: Pairs per call at most, and per thread of the call: a call's outputs stay within a few
-#: hundred MB, and a call of large pairs (few threads) stays short.
-PAIRS_PER_CALL, PAIRS_PER_THREAD = 32768, 8
+def region_bytes(Lr, M, Kp=29):
+    """A multi-domain region's arena (stage 2: `sample_region`'s and region_trace_ensemble's
+    allocations, with cluster's at MAX_SEGMENTS segments and 16-byte alignment)."""
+    Lr = np.asarray(Lr, np.int64)
+    M, Q = _nodes(M)
+    matrix = _a(24 * (Lr + 1)) + 3 * _a(16 * (Lr + 1) * Q)
+    trace = 9 * (3 * (Lr + 1) + 2 * M + 64)
+    clustering = 20 * (MAX_SEGMENTS + 1) + 4 * (Lr + M + 2) + 4 * (MAX_ENVELOPES + 1)
+    fixed = 24 * MAX_ENVELOPES + 20 * MAX_SEGMENTS + 24 * MAX_TRACE_DOMAINS + 4 * Kp
+    return _aligned(matrix + 96 * Q + 8 * Lr + trace + clustering + fixed + 64 * 16, 256)
 
 
-def calls(models, lengths, pair_model, pair_sequence, memory_bytes):
-    """The pairs, cut into calls of like size (`largest_first`): index arrays into the pairs."""
-    order, bounds = largest_first(models, lengths, pair_model, pair_sequence)
-    start = 0
-    while start < len(order):
-        threads = threads_for(len(order), int(bounds[start]), memory_bytes)
-        part = order[start : start + min(PAIRS_PER_CALL, PAIRS_PER_THREAD * threads)]
-        start += len(part)
-        yield part
+def envelope_bytes(Ld, M, Kp=29):
+    """An envelope's arena (stage 3: rescore_isolated_domain's allocations)."""
+    Ld = np.asarray(Ld, np.int64)
+    M, Q = _nodes(M)
+    matrices = 2 * (_a(24 * (Ld + 1)) + 3 * _a(16 * (Ld + 1) * Q))
+    return _aligned(matrices + 96 * Q + 4 * Kp + 13 * (2 * (Ld + M) + 16) + 12 * (Ld + 1) + 64 * 16, 256)
 
 
-def threads_for(npairs, scratch, memory_bytes):
-    """Threads for a batch of `npairs` pairs of `scratch` bytes each on a GPU of `memory_bytes`."""
-    return max(1, min(npairs, min(SCRATCH_BUDGET, memory_bytes // 4) // scratch))
+def text_bytes(Ld, M, lines):
+    """An envelope's alignment lines: `lines` lines of at most Ld + M columns."""
+    return _aligned(np.asarray(lines, np.int64) * (np.asarray(Ld, np.int64) + np.asarray(M, np.int64) + 1))
 
 
-def out_bytes(L, M, lines=6):
-    """Output space per pair: MAX_DOMAINS records, then their alignment lines (L, M arrays)."""
-    L, M = np.asarray(L, np.int64), np.asarray(M, np.int64)
-    return _aligned(DOMAIN_DTYPE.itemsize * MAX_DOMAINS + lines * 4 * (L + M) + 256, 256)
+#: Device memory one launch's region or envelope arenas may take (and at most a quarter of the GPU's).
+ARENA_BUDGET = 16 << 30
+#: Calls a GPU runs at once: each stage lasts as long as its longest item's serial chain, so
+#: other calls' stages fill the GPU meanwhile.
+CALLS_AT_ONCE = 4
+#: Threads per item of each stage (parse, regions, envelopes, assemble), of which the first
+#: works: a warp of its own for the regions' and envelopes' divergent serial code.
+THREADS_PER_ITEM = (1, 32, 32, 1)
+#: Pairs per call at most: a call's outputs stay within a few hundred MB.
+PAIRS_PER_CALL = 65536
+
+
+def calls(npairs):
+    """The pairs of a batch cut into calls: index arrays."""
+    for start in range(0, npairs, PAIRS_PER_CALL):
+        yield np.arange(start, min(npairs, start + PAIRS_PER_CALL))
 
 
 @dataclasses.dataclass
@@ -248,15 +280,22 @@ class TailBatch:
             seed,
         )
 
-    def bounds(self):
-        """(scratch bytes per thread, output bytes per pair) for the largest pair of this batch."""
-        L = self.lengths[self.pairs["sequence"]]
-        M = np.array([p.M for p in self.models.profiles])[self.pairs["model"]]
-        return int(scratch_bytes(L, M).max()), int(out_bytes(L, M).max())
+    def nodes(self):
+        """Each pair's model length M."""
+        return np.array([p.M for p in self.models.profiles], np.int64)[self.pairs["model"]]
+
+    def pair_lengths(self):
+        """Each pair's target length L."""
+        return self.lengths[self.pairs["sequence"]].astype(np.int64)
+
+    def lines(self):
+        """Each pair's alignment lines per domain: 4, and the model's RF and CS lines."""
+        each = [4 + (p.reference is not None) + (p.structure is not None) for p in self.models.profiles]
+        return np.array(each, np.int64)[self.pairs["model"]]
 
     def inputs(self):
-        """The host arrays the kernel reads, by `Batch` field name; `blob` is what `models` (the
-        Model structs, `ModelPack.table`) point into."""
+        """The host arrays the kernels read, by `Tail` field name; `blob` is what `models` (the
+        Model structs, `ModelPack.table`) point into, `flogsum` what the settings point at."""
         return dict(
             blob=self.models.blob,
             residues=np.ascontiguousarray(self.residues),
@@ -266,32 +305,18 @@ class TailBatch:
             flogsum=flogsum_table(),
         )
 
-    def struct(self, address, npairs, scratch, out):
-        """The `Batch` struct, every array at `address(name)` (names as the struct's fields, with
-        `flogsum` for the table); `scratch` and `out` are the per-thread and per-pair sizes."""
-        settings = _Settings(self.F3, int(self.do_null2), self.seed, address("flogsum"))
-        names = ("models", "residues", "offsets", "lengths", "pairs")
-        outputs = ("status", "hits", "ndomains", "counts", "nexpected")
-        return Batch(
-            *(address(n) for n in names),
-            npairs,
-            MAX_DOMAINS,
-            settings,
-            address("scratch"),
-            scratch,
-            address("out"),
-            out,
-            *(address(n) for n in outputs),
-        )
+    def settings(self, flogsum):
+        """The kernels' PipelineSettings, the FLogsum table at address `flogsum`."""
+        return _Settings(self.F3, int(self.do_null2), self.seed, flogsum)
 
 
-def output_arrays(npairs, out):
-    """Empty host arrays of the kernel's per-pair outputs, by `Batch` field name."""
-    return dict(
-        status=np.zeros(npairs, np.int32),
-        hits=np.zeros(npairs, HIT_DTYPE),
-        ndomains=np.zeros(npairs, np.int32),
-        counts=np.zeros(4 * npairs, np.int32),
-        nexpected=np.zeros(npairs, F32),
-        out=np.zeros(npairs * out, np.uint8),
-    )
+#: The per-pair outputs of stage 4, by `Tail` field name (domains: MAX_DOMAINS per pair).
+OUTPUT_DTYPES = dict(
+    status=np.int32, hits=HIT_DTYPE, domains=DOMAIN_DTYPE, ndomains=np.int32, counts=np.int32, nexpected=F32
+)
+
+
+def output_arrays(npairs):
+    """Zeroed host arrays of stage 4's outputs."""
+    sizes = dict(domains=npairs * MAX_DOMAINS, counts=4 * npairs)
+    return {name: np.zeros(sizes.get(name, npairs), dtype) for name, dtype in OUTPUT_DTYPES.items()}

@@ -1,6 +1,6 @@
-"""What `kernels/tail/` writes, read back as HMMER's hit records (`hits.records`): the hit and
-domain fields, each domain's alignment lines (`p7_alidisplay_Create`), and the flags
-`p7_Pipeline` sets at hit creation.
+"""What `kernels/tail/` writes (`schedule.run`'s outputs), read back as HMMER's hit records
+(`hits.records`): the hit and domain fields, each domain's alignment lines
+(`p7_alidisplay_Create`), and the flags `p7_Pipeline` sets at hit creation.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...hits.records import AlignmentRecord, DomainRecord, HitRecord
-from .launch import DOMAIN_DTYPE, MAX_DOMAINS, OK
+from .launch import MAX_DOMAINS, OK
 from .scores import domain_flags, hit_flags, reportable
 
 F32 = np.float32
@@ -72,24 +72,19 @@ def hit_record(profile, target, pipeline, hit, domains, texts, definition):
     )
 
 
-def read_back(batch, outputs, out, out_base, targets, pipelines):
-    """Per pair: (status, passed, HitRecord or None) from the kernel's `outputs` (host copies of
-    `output_arrays`); `out` is the per-pair output size, `out_base` the address the kernel wrote
-    the output at, `targets(sequence)` a `target.Target`, `pipelines[model]` the
-    TopHits pipeline settings of each model."""
+def read_back(batch, outputs, targets, pipelines):
+    """Per pair: (status, passed, HitRecord or None) from the stages' `outputs` (`schedule.run`);
+    `targets(sequence)` is a `target.Target`, `pipelines[model]` the TopHits pipeline settings
+    of each model."""
     results = []
-    domain_bytes = DOMAIN_DTYPE.itemsize * MAX_DOMAINS
+    text, base = outputs["text"], outputs["text_base"]
     for p, pair in enumerate(batch.pairs):
         status, hit = int(outputs["status"][p]), outputs["hits"][p]
         if status != OK or not hit["passed"] or not hit["has_hit"]:
             results.append((status, bool(hit["passed"]), None))
             continue
-        block = outputs["out"][p * out : (p + 1) * out]
-        domains = block[:domain_bytes].view(DOMAIN_DTYPE)[: outputs["ndomains"][p]]
-        texts = []
-        for d in domains:
-            start = int(d["text"]) - out_base - p * out
-            texts.append(block[start : start + 6 * int(d["N"])].tobytes())
+        domains = outputs["domains"][p * MAX_DOMAINS : p * MAX_DOMAINS + outputs["ndomains"][p]]
+        texts = [text[int(d["text"]) - base :][: 6 * int(d["N"])].tobytes() for d in domains]
         model, sequence = int(pair["model"]), int(pair["sequence"])
         definition = (outputs["nexpected"][p], outputs["counts"][4 * p : 4 * p + 4])
         profile = batch.models.profiles[model]

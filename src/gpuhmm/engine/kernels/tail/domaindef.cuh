@@ -3,8 +3,8 @@
 // bit for bit (tests/oracle/domaindef.py), and each domain's alignment display
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
-// Thread → data: one thread per target, regions and envelopes in order; every matrix of a region
-// or envelope comes from the target's arena and is released when it is done. Lane width: the
+// Thread → data: one thread per target for the region scan, one per multi-domain region for its
+// trace ensemble, one per envelope for its rescoring (stages.cuh); each has its own arena. Lane width: the
 // 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
 // for the region thresholds; the null2 scores are glibc's logf of float32 odds; a domain's
 // correction is the in-order float32 sum of its residues' null2 scores.
@@ -254,23 +254,12 @@ TAIL_FN int region_trace_ensemble(const Profile *om, const unsigned char *dsq, i
     return TAIL_OK;
 }
 
-// p7_domaindef_ByPosteriorHeuristics from the Forward and Backward parser matrices of the whole
-// target (multihit); n2sc (L + 1 floats) receives the per-residue null2 scores.
-TAIL_FN int define_domains(const Profile *om, const Annotation *ann, const unsigned char *dsq, int L,
-                           const Matrix *fwd, const Matrix *bck, Randomness *rng, float *n2sc, Definition *def,
-                           Arena *arena) {
-    const SpecialTransitions multihit = reconfigured(L, 1);
-    float *btot = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
-    float *etot = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
-    float *mocc = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
-    Envelope *envelopes = (Envelope *)arena_alloc(arena, sizeof(Envelope) * MAX_ENVELOPES);
-    if (arena->overflow) return TAIL_CAPACITY;
-    int status = domain_decoding(&multihit, fwd, bck, btot, etot, mocc);
-    if (status != TAIL_OK) return status;
-    for (int r = 0; r <= L; r++) n2sc[r] = 0.0f;
-    def->nexpected = btot[L];
-    def->nregions = def->nclustered = def->noverlaps = def->nenvelopes = def->ndom = 0;
-    int start = -1, triggered = 0;  // a region still open at L is dropped, as in HMMER
+// The region scan of p7_domaindef_ByPosteriorHeuristics over the posteriors of the whole target
+// (domain_decoding's btot, etot and mocc of rows 0..L): each region i..j in order, and whether it
+// is multi-domain, to `found(i, j, multi)`. A region still open at L is dropped, as in HMMER.
+template <class Found>
+TAIL_FN int find_regions(const float *btot, const float *etot, const float *mocc, int L, Found found) {
+    int start = -1, triggered = 0, nregions = 0;
     for (int j = 1; j <= L; j++) {
         if (!triggered) {
             if (mocc[j] - (btot[j] - btot[j - 1]) < RT2)
@@ -281,32 +270,11 @@ TAIL_FN int define_domains(const Profile *om, const Annotation *ann, const unsig
             continue;
         }
         if (!(mocc[j] - (etot[j] - etot[j - 1]) < RT2)) continue;
-        int i = start;
-        def->nregions++;
-        tail_size_t mark = arena->used;
-        if (is_multidomain_region(btot, etot, i, j)) {
-            def->nclustered++;
-            int nenv = 0, last_end = 0;
-            status = region_trace_ensemble(om, dsq, L, i, j, rng, n2sc, envelopes, &nenv, arena);
-            if (status != TAIL_OK) return status;
-            arena->used = mark;
-            for (int e = 0; e < nenv; e++) {
-                def->noverlaps += envelopes[e].i <= last_end;
-                def->nenvelopes++;
-                int before = def->ndom;
-                status = rescore_isolated_domain(om, ann, dsq, L, envelopes[e].i, envelopes[e].j, 1, n2sc, def, arena);
-                if (status != TAIL_OK) return status;
-                if (def->ndom > before) last_end = envelopes[e].j;
-            }
-        } else {
-            def->nenvelopes++;
-            status = rescore_isolated_domain(om, ann, dsq, L, i, j, 0, n2sc, def, arena);
-            if (status != TAIL_OK) return status;
-        }
-        arena->used = mark;
+        found(start, j, is_multidomain_region(btot, etot, start, j));
+        nregions++;
         start = -1, triggered = 0;
     }
-    return TAIL_OK;
+    return nregions;
 }
 
 }  // namespace gpuhmm_tail

@@ -2,7 +2,7 @@
 // hmmsearch mode: p7_ForwardParser and the F3 test, p7_BackwardParser, domain definition, then
 // the per-sequence and per-domain scores of the hit, bit for bit (tests/oracle/pipeline.py).
 //
-// Thread → data: one thread per (model, target) pair. Rounding: scores are float32 nats until
+// Thread → data: one thread per (model, target) pair (stages.cuh runs them). Rounding: scores are float32 nats until
 // the bit conversions (float)((double)x / ln 2); the null2 sequence bias is
 // p7_FLogsum(0, (float)(log ω + Σ n2sc)) with the sum Kahan-compensated and p7_FLogsum's table
 // built on the host as p7_FLogsumInit builds it; the glibc logs that depend only on L (null1, the
@@ -111,35 +111,6 @@ TAIL_FN void score_hit(const Profile *om, const PairInput *in, const PipelineSet
         dom->lnP = log_survival(dom->bitscore, om);
         if (dom->bitscore > def->domains[hit->best_domain].bitscore) hit->best_domain = d;
     }
-}
-
-// p7_Pipeline from p7_ForwardParser on for one target. The domains go to def->domains (and their
-// lines to def->out); `arena` is the target's scratch.
-TAIL_FN int search_target(const Profile *om, const Annotation *ann, const PairInput *in,
-                          const PipelineSettings *settings, Definition *def, Hit *hit, Arena *arena) {
-    const int L = in->L, Q = om->Q;
-    const SpecialTransitions multihit = reconfigured(L, 1);
-    Matrix fwd, bck;
-    fwd.M = fwd.D = fwd.I = bck.M = bck.D = bck.I = 0;
-    fwd.xmx = (float *)arena_alloc(arena, sizeof(float) * X_COUNT * (L + 1));
-    bck.xmx = (float *)arena_alloc(arena, sizeof(float) * X_COUNT * (L + 1));
-    f4 *rows = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * Q);
-    float *n2sc = (float *)arena_alloc(arena, sizeof(float) * (L + 1));
-    if (arena->overflow) return TAIL_CAPACITY;
-    hit->passed = hit->has_hit = 0;
-    float fwdsc;
-    int status = forward(om, in->dsq, L, &multihit, &fwd, rows, &fwdsc);
-    if (status != TAIL_OK) return status;
-    status = forward_filter(om, fwdsc, in->filter_score, settings->F3, &hit->passed);
-    if (status != TAIL_OK || !hit->passed) return status;
-    status = backward(om, in->dsq, L, &multihit, &fwd, &bck, rows);
-    if (status != TAIL_OK) return status;
-    Randomness rng;
-    rng_init(&rng, settings->seed);
-    status = define_domains(om, ann, in->dsq, L, &fwd, &bck, &rng, n2sc, def, arena);
-    if (status != TAIL_OK) return status;
-    score_hit(om, in, settings, fwdsc, n2sc, def, hit);
-    return TAIL_OK;
 }
 
 }  // namespace gpuhmm_tail

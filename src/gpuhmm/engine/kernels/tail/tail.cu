@@ -1,21 +1,42 @@
-// The stages after the Forward filter (HMMER 3.4 p7_Pipeline from p7_ForwardParser on) for a
-// batch of (model, target) pairs: batch.cuh's run_pair on the GPU.
+// The stages after the Forward filter (HMMER 3.4 p7_Pipeline from p7_ForwardParser on), as the
+// four kernels of stages.cuh: parse, regions, envelopes, assemble, launched in that order.
 //
-// Thread → data: thread t runs pairs t, t + T, t + 2T, … (T threads in all; the host orders the
-// pairs by decreasing work), each serially from the Forward parser to the hit, in its own slice
-// of the scratch space. Lane width: HMMER's 4 float32 lanes, as loops (common.cuh).
-// Rounding: compiled without fused multiply-adds (-fmad=false) and without flush-to-zero, so
-// every operation is the IEEE float32 or double operation HMMER's SSE code performs; the device's
-// double log and exp are used only where the result is certified (fwdback.cuh, pipeline.cuh).
-#include "batch.cuh"
+// Thread → data: thread t of a launch takes item t (a pair, a multi-domain region or an envelope;
+// the host orders them by decreasing size) and runs it serially in its own arena. Lane width:
+// HMMER's 4 float32 lanes, as loops (common.cuh). Rounding: compiled without fused multiply-adds
+// (-fmad=false) and without flush-to-zero, so every operation is the IEEE float32 or double
+// operation HMMER's SSE code performs; the device's double log and exp are used only where the
+// result is certified (fwdback.cuh, pipeline.cuh).
+#include "stages.cuh"
 
 namespace gpuhmm {
 
-__global__ void tail_pairs(const gpuhmm_tail::Batch *batch) {
+// Item of this thread: `spread` threads per item, the first of them working (spread 32 gives each
+// item a warp of its own, so that items of divergent control flow do not serialize each other).
+__device__ int tail_item(int count, int spread) {
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    char *scratch = batch->scratch + thread * batch->scratch_bytes;
-    for (long long p = thread; p < batch->npairs; p += threads) gpuhmm_tail::run_pair(batch, (int)p, scratch);
+    const long long item = thread / spread;
+    return thread % spread == 0 && item < count ? (int)item : -1;
+}
+
+__global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->npairs, spread);
+    if (item >= 0) gpuhmm_tail::parse_pair(t, item);
+}
+
+__global__ void tail_regions(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->ntasks, spread);
+    if (item >= 0) gpuhmm_tail::sample_region(t, item);
+}
+
+__global__ void tail_envelopes(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->ntasks, spread);
+    if (item >= 0) gpuhmm_tail::rescore_envelope(t, item);
+}
+
+__global__ void tail_assemble(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->npairs, spread);
+    if (item >= 0) gpuhmm_tail::assemble_pair(t, item);
 }
 
 }  // namespace gpuhmm

@@ -1,0 +1,265 @@
+// HMMER 3.4's p7_Pipeline from p7_ForwardParser on (src/p7_pipeline.c, src/p7_domaindef.c), cut
+// into four stages whose work items are independent, so that each runs as one kernel over all its
+// items with memory sized by the item (tail.cu), and the host build loops over the same items:
+//   1. parse (per pair): Forward parser, the F3 test, Backward parser, p7_DomainDecoding and the
+//      region scan; regions are appended to a queue.
+//   2. regions (per multi-domain region): region_trace_ensemble and the dominance test.
+//   3. envelopes (per envelope, single-domain regions included): rescore_isolated_domain.
+//   4. assemble (per pair): the domains in region and envelope order, HMMER's counts, the scores.
+// The results are HMMER's bit for bit: every item runs the serial code of one thread, and what
+// an item shares with others of its pair (the per-residue null2 scores) is written by one stage
+// and read by a later one, over disjoint residue ranges.
+//
+// Thread → data: one thread per item; the host orders items by decreasing size. Memory: a pair's
+// space (PairSpace) lives from stage 1 to stage 4; a region's or envelope's arena only for its
+// stage, at an offset the host gives (sized by the item, not by the target).
+#pragma once
+#include "pipeline.cuh"
+
+namespace gpuhmm_tail {
+
+struct Model {
+    Profile om;
+    Annotation ann;
+};
+
+struct PairTask {
+    int model, sequence;
+    float filter_score, nullsc;
+    double log_length;
+};
+
+// What stage 1 leaves for stage 4.
+struct PairState {
+    int status, passed, nregions, nclustered;
+    float fwdsc, nexpected;
+};
+
+// A region of a pair: residues i..j, the `index`-th region of the pair.
+struct Region {
+    int pair, index, i, j, multi;
+};
+
+// A multi-domain region to sample (stage 2): its arena is `bytes` at offset `scratch` of `arena`.
+struct RegionTask {
+    int pair, i, j;
+    tail_size_t scratch, bytes;
+};
+
+// An envelope to rescore (stage 3): `region` is the region's index in its pair; `clustered`
+// envelopes come from stage 2 (their null2 scores are set); `text` is the offset of its alignment
+// lines (`text_bytes` at most) in `text`.
+struct EnvelopeTask {
+    int pair, region, i, j, clustered;
+    tail_size_t scratch, bytes, text, text_bytes;
+};
+
+// What stage 3 leaves for stage 4: the domain, if decoding kept it.
+struct Rescored {
+    int status, kept;
+    Domain domain;
+};
+
+struct Tail {
+    const Model *models;
+    const unsigned char *residues;
+    const long long *offsets;  // each sequence's first residue
+    const int *lengths;
+    const PairTask *pairs;
+    int npairs, max_domains;
+    PipelineSettings settings;
+    // Stage 1: pair p's space at `space + space_offsets[p]`; pairs taken in `pair_order`.
+    char *space;
+    const tail_size_t *space_offsets;
+    const int *pair_order;
+    PairState *state;
+    Region *regions;  // the queue, `region_capacity` long; its length in *nfound
+    int *nfound;
+    int region_capacity;
+    // Stages 2 and 3: `ntasks` items, arenas in `arena`.
+    int ntasks;
+    char *arena;
+    const RegionTask *region_tasks;
+    int *region_status;  // per region task
+    int *region_envelopes;  // per region task: the count, then MAX_ENVELOPES (i, j)
+    const EnvelopeTask *envelope_tasks;
+    Rescored *rescored;  // per envelope task
+    char *text;
+    // Stage 4: pair p's envelopes are envelope tasks envelope_first[p] .. envelope_first[p + 1]
+    // (in region and envelope order); region_verdict[p] is the first status of its regions' stage 2.
+    const int *envelope_first;
+    const int *region_verdict;
+    int *status;
+    Hit *hits;
+    Domain *domains;  // max_domains per pair
+    int *ndomains;
+    int *counts;  // per pair: nregions, nclustered, noverlaps, nenvelopes
+    float *nexpected;
+};
+
+// Where a pair's arrays sit in its space (the same allocations in every stage).
+struct PairSpace {
+    Matrix fwd, bck;
+    f4 *rows;
+    float *btot, *etot, *mocc, *n2sc;
+};
+
+TAIL_FN PairSpace pair_space(char *base, int L, int Q) {
+    Arena arena = {base, 0, ~(tail_size_t)0 >> 1, 0};
+    PairSpace s;
+    s.fwd.M = s.fwd.D = s.fwd.I = s.bck.M = s.bck.D = s.bck.I = 0;
+    s.fwd.xmx = (float *)arena_alloc(&arena, sizeof(float) * X_COUNT * (L + 1));
+    s.bck.xmx = (float *)arena_alloc(&arena, sizeof(float) * X_COUNT * (L + 1));
+    s.rows = (f4 *)arena_alloc(&arena, sizeof(f4) * 6 * Q);
+    s.btot = (float *)arena_alloc(&arena, sizeof(float) * (L + 1));
+    s.etot = (float *)arena_alloc(&arena, sizeof(float) * (L + 1));
+    s.mocc = (float *)arena_alloc(&arena, sizeof(float) * (L + 1));
+    s.n2sc = (float *)arena_alloc(&arena, sizeof(float) * (L + 1));
+    return s;
+}
+
+TAIL_FN int append_region(const Tail *t) {
+#ifdef __CUDACC__
+    return atomicAdd(t->nfound, 1);
+#else
+    return (*t->nfound)++;
+#endif
+}
+
+TAIL_FN const unsigned char *residues_of(const Tail *t, int pair, int *L) {
+    const PairTask *task = t->pairs + pair;
+    *L = t->lengths[task->sequence];
+    return t->residues + t->offsets[task->sequence];
+}
+
+TAIL_FN PairSpace space_of(const Tail *t, int pair) {
+    int L;
+    residues_of(t, pair, &L);
+    return pair_space(t->space + t->space_offsets[pair], L, t->models[t->pairs[pair].model].om.Q);
+}
+
+// Stage 1 for pair `pair_order[item]`: p7_ForwardParser, the F3 test, p7_BackwardParser,
+// p7_DomainDecoding and the regions. A region that does not fit the queue fails the pair.
+TAIL_FN void parse_pair(const Tail *t, int item) {
+    const int p = t->pair_order[item];
+    const PairTask *task = t->pairs + p;
+    const Profile *om = &t->models[task->model].om;
+    int L;
+    const unsigned char *dsq = residues_of(t, p, &L);
+    PairState *state = t->state + p;
+    state->passed = state->nregions = state->nclustered = 0;
+    state->fwdsc = state->nexpected = 0.0f;
+    PairSpace s = space_of(t, p);
+    const SpecialTransitions multihit = reconfigured(L, 1);
+    int status = forward(om, dsq, L, &multihit, &s.fwd, s.rows, &state->fwdsc);
+    if (status == TAIL_OK) status = forward_filter(om, state->fwdsc, task->filter_score, t->settings.F3, &state->passed);
+    if (status == TAIL_OK && state->passed) status = backward(om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
+    if (status == TAIL_OK && state->passed) status = domain_decoding(&multihit, &s.fwd, &s.bck, s.btot, s.etot, s.mocc);
+    if (status == TAIL_OK && state->passed) {
+        for (int r = 0; r <= L; r++) s.n2sc[r] = 0.0f;
+        state->nexpected = s.btot[L];
+        int overflow = 0, index = 0, nclustered = 0;
+        state->nregions = find_regions(s.btot, s.etot, s.mocc, L, [&](int i, int j, int multi) {
+            Region region = {p, index++, i, j, multi};
+            nclustered += multi;
+            int at = append_region(t);
+            if (at < t->region_capacity)
+                t->regions[at] = region;
+            else
+                overflow = 1;
+        });
+        state->nclustered = nclustered;
+        if (overflow) status = TAIL_CAPACITY;
+    }
+    state->status = status;
+}
+
+// Stage 2 for region task `item`: the envelopes of the region's trace ensemble, which also sets
+// its residues' null2 scores.
+TAIL_FN void sample_region(const Tail *t, int item) {
+    const RegionTask *task = t->region_tasks + item;
+    const Profile *om = &t->models[t->pairs[task->pair].model].om;
+    int L;
+    const unsigned char *dsq = residues_of(t, task->pair, &L);
+    Arena arena = {t->arena + task->scratch, 0, task->bytes, 0};
+    Envelope *envelopes = (Envelope *)arena_alloc(&arena, sizeof(Envelope) * MAX_ENVELOPES);
+    int *out = t->region_envelopes + (tail_size_t)item * (1 + 2 * MAX_ENVELOPES);
+    out[0] = 0;
+    if (!envelopes) {
+        t->region_status[item] = TAIL_CAPACITY;
+        return;
+    }
+    Randomness rng;
+    rng_init(&rng, t->settings.seed);
+    int nenv = 0;
+    int status = region_trace_ensemble(om, dsq, L, task->i, task->j, &rng, space_of(t, task->pair).n2sc,
+                                       envelopes, &nenv, &arena);
+    t->region_status[item] = status;
+    if (status != TAIL_OK) return;
+    out[0] = nenv;
+    for (int e = 0; e < nenv; e++) out[1 + 2 * e] = envelopes[e].i, out[2 + 2 * e] = envelopes[e].j;
+}
+
+// Stage 3 for envelope task `item`: rescore_isolated_domain, into one Domain.
+TAIL_FN void rescore_envelope(const Tail *t, int item) {
+    const EnvelopeTask *task = t->envelope_tasks + item;
+    const Model *model = t->models + t->pairs[task->pair].model;
+    const Profile *om = &model->om;
+    int L;
+    const unsigned char *dsq = residues_of(t, task->pair, &L);
+    Arena arena = {t->arena + task->scratch, 0, task->bytes, 0};
+    Arena text = {t->text + task->text, 0, task->text_bytes, 0};
+    Rescored *out = t->rescored + item;
+    Definition def;
+    def.domains = &out->domain;
+    def.capacity = 1;
+    def.out = &text;
+    def.ndom = 0;
+    out->status = rescore_isolated_domain(om, &model->ann, dsq, L, task->i, task->j, task->clustered,
+                                          space_of(t, task->pair).n2sc, &def, &arena);
+    out->kept = def.ndom;
+}
+
+// Stage 4 for pair `item`: p7_domaindef_ByPosteriorHeuristics' bookkeeping over the rescored
+// envelopes in order (the domains kept, the overlaps of a clustered region's envelopes with the
+// last kept domain), then p7_Pipeline's scores of the hit.
+TAIL_FN void assemble_pair(const Tail *t, int p) {
+    const PairState *state = t->state + p;
+    const PairTask *task = t->pairs + p;
+    const Profile *om = &t->models[task->model].om;
+    Hit *hit = t->hits + p;
+    hit->passed = state->passed, hit->has_hit = 0;
+    int status = state->status;
+    if (status == TAIL_OK) status = t->region_verdict[p];
+    Definition def;
+    def.domains = t->domains + (tail_size_t)p * t->max_domains;
+    def.capacity = t->max_domains;
+    def.nexpected = state->nexpected;
+    def.nregions = state->nregions, def.nclustered = state->nclustered;
+    def.noverlaps = def.nenvelopes = def.ndom = 0;
+    int region = -1, last_end = 0;
+    for (int e = t->envelope_first[p]; status == TAIL_OK && e < t->envelope_first[p + 1]; e++) {
+        const EnvelopeTask *env = t->envelope_tasks + e;
+        const Rescored *done = t->rescored + e;
+        if (env->region != region) region = env->region, last_end = 0;
+        status = done->status;
+        if (env->clustered) def.noverlaps += env->i <= last_end;
+        def.nenvelopes++;
+        if (status != TAIL_OK || !done->kept) continue;
+        if (def.ndom == def.capacity) status = TAIL_CAPACITY;
+        else def.domains[def.ndom++] = done->domain, last_end = env->j;
+    }
+    t->status[p] = status;
+    t->ndomains[p] = def.ndom;
+    t->nexpected[p] = def.nexpected;
+    int *counts = t->counts + 4 * (tail_size_t)p;
+    counts[0] = def.nregions, counts[1] = def.nclustered, counts[2] = def.noverlaps, counts[3] = def.nenvelopes;
+    if (status != TAIL_OK || !state->passed) return;
+    int L;
+    residues_of(t, p, &L);
+    PairInput in;
+    in.L = L, in.filter_score = task->filter_score, in.nullsc = task->nullsc, in.log_length = task->log_length;
+    score_hit(om, &in, &t->settings, state->fwdsc, space_of(t, p).n2sc, &def, hit);
+}
+
+}  // namespace gpuhmm_tail
