@@ -418,12 +418,18 @@ def build_tophits(query, hits, pipeline):
     searched) under `pipeline` (a TopHits state's pipeline dict), sorted and thresholded as
     pyhmmer's `search_hmm` ends: `p7_tophits_SortBySortkey`, then `p7_tophits_Threshold`
     (through `merge`, which clears the flags first unless bit cutoffs set them)."""
+    return tophits_of_buffers(query, [VectorU8(bytearray(encode_hit(hit))) for hit in hits], pipeline)
+
+
+def tophits_of_buffers(query, buffers, pipeline):
+    """`build_tophits` of hits already serialized: `buffers` is a list of their
+    `p7_hit_Serialize` records as pyhmmer VectorU8s, in the order the targets were searched."""
     state = {
         "_empty": False,
-        "unsrt": [VectorU8(bytearray(encode_hit(hit))) for hit in hits],
-        "hit": list(range(len(hits))),
-        "Nalloc": len(hits),
-        "N": len(hits),
+        "unsrt": buffers,
+        "hit": list(range(len(buffers))),
+        "Nalloc": len(buffers),
+        "N": len(buffers),
         "nreported": 0,
         "nincluded": 0,
         "is_sorted_by_sortkey": False,
