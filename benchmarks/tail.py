@@ -99,10 +99,11 @@ def main():
     pair_model, pair_sequence = (np.array(c) for c in zip(*pairs))
     settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), h) for h in hmms]
     pack = launch.ModelPack(profiles)
+    sequences = (residues, offsets, [Target.from_digital(p) for p in proteins])
     engine = GpuEngine()
     null1 = np.array([scores.null_one(int(lengths[s])) for s in pair_sequence], np.float32)
     batches = [
-        launch.TailBatch.build(pack, residues, offsets, pair_model[p], pair_sequence[p], null1[p], settings[0], 42)
+        launch.TailBatch.build(pack, sequences, pair_model[p], pair_sequence[p], null1[p], settings, 42)
         for p in np.array_split(np.arange(len(pairs)), args.calls)
     ]
     engine.tail(batches[0])  # compiles the kernels
@@ -117,18 +118,14 @@ def main():
         runs.append(dict(seconds=round(seconds, 3), kernel_s={k: round(v, 3) for k, v in timing.items()}, items=items))
         print(json.dumps(runs[-1]), flush=True)
     results = [
-        r
-        for batch, output in zip(batches, outputs)
-        for r in zip(
-            batch.pairs, readback.read_back(batch, output, lambda s: Target.from_digital(proteins[s]), settings)
-        )
+        r for batch, output in zip(batches, outputs) for r in zip(batch.pairs, readback.read_back(batch, output))
     ]
     statuses = np.bincount([status for _, (status, _, _) in results], minlength=4).tolist()
     mine = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in results}
     identical = True
     for m, hmm in enumerate(hmms):
         ours = [mine[m, s] for model, s in pairs if model == m and mine.get((m, s)) is not None]
-        rebuilt = records.build_tophits(hmm, ours, settings[m])
+        rebuilt = records.tophits_of_buffers(hmm, ours, settings[m])
         identical &= _hits(rebuilt) == _hits(peer[m])
     cells = int((lengths[pair_sequence] * np.array([h.M for h in hmms])[pair_model]).sum())
     best = min(run["seconds"] for run in runs)

@@ -32,16 +32,16 @@ def test_hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
     pair_model, pair_sequence = zip(*pairs)
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
     batch = launch.TailBatch.build(
-        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
+        launch.ModelPack(profiles), (residues, offsets, targets), pair_model, pair_sequence, null1, pipelines, 42
     )
-    results = readback.read_back(batch, engine.tail(batch), targets.__getitem__, pipelines)
+    results = readback.read_back(batch, engine.tail(batch))
     assert [status for status, _, _ in results] == [launch.OK] * len(CASES)
     found = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in zip(batch.pairs, results)}
     for m, hmm in enumerate(models):
         mine = [found[m, s] for model, s in pairs if model == m and found[m, s] is not None]
         block = pyhmmer.easel.DigitalSequenceBlock(alphabet, [sequences[chosen[s]] for model, s in pairs if model == m])
         expected = pyhmmer.plan7.Pipeline(alphabet, **options).search_hmm(hmm, block)
-        rebuilt = records.build_tophits(hmm, mine, pipelines[m])
+        rebuilt = records.tophits_of_buffers(hmm, mine, pipelines[m])
         assert records_of(rebuilt) == records_of(expected), (setting, hmm.name)
         assert tables_of(rebuilt) == tables_of(expected), (setting, hmm.name)
 

@@ -24,9 +24,9 @@ def test_hits_and_tables_equal_pyhmmer(tail_cases, setting):
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
     batch = launch.TailBatch.build(
-        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipelines[0], 42
+        launch.ModelPack(profiles), (residues, offsets, targets), pair_model, pair_sequence, null1, pipelines, 42
     )
-    results = readback.read_back(batch, run_batch(batch), targets.__getitem__, pipelines)
+    results = readback.read_back(batch, run_batch(batch))
     assert [status for status, _, _ in results] == [launch.OK] * len(pairs)
     found = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in zip(batch.pairs, results)}
     compared = 0
@@ -35,7 +35,7 @@ def test_hits_and_tables_equal_pyhmmer(tail_cases, setting):
         searched = [sequences[chosen[s]] for model, s in pairs if model == m]
         block = pyhmmer.easel.DigitalSequenceBlock(alphabet, searched)
         expected = pyhmmer.plan7.Pipeline(alphabet, **options).search_hmm(hmm, block)
-        rebuilt = records.build_tophits(hmm, mine, pipelines[m])
+        rebuilt = records.tophits_of_buffers(hmm, mine, pipelines[m])
         assert records_of(rebuilt) == records_of(expected), (setting, hmm.name)
         assert tables_of(rebuilt) == tables_of(expected), (setting, hmm.name)
         compared += len(mine)
@@ -49,9 +49,15 @@ def test_multi_domain_cases_are_clustered(tail_cases):
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
     batch = launch.TailBatch.build(
-        launch.ModelPack(profiles), residues, offsets, pair_model, pair_sequence, null1, pipeline, 42
+        launch.ModelPack(profiles),
+        (residues, offsets, targets),
+        pair_model,
+        pair_sequence,
+        null1,
+        [pipeline] * len(models),
+        42,
     )
-    outputs = run_batch(batch)
-    clustered = batch.pairs[outputs["counts"].reshape(-1, 4)[:, 1] > 0]
+    results = readback.read_back(batch, run_batch(batch))
+    clustered = [p for p, (_, _, r) in zip(batch.pairs, results) if records.decode_hit(bytes(r)).nclustered > 0]
     found = sorted((models[p["model"]].name, chosen[p["sequence"]]) for p in clustered)
     assert found == sorted(MULTI_DOMAIN_REGIONS)

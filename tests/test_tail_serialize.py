@@ -1,7 +1,7 @@
 """kernels/tail/serialize.cuh (built for the host) against `hits.records.encode_hit` and pyhmmer:
 every hit pyhmmer finds among the tail's cases, written by the kernel code from its numbers, is
 byte for byte the `p7_hit_Serialize` record `encode_hit` writes for it as `p7_Pipeline` creates it,
-and the TopHits built from the written bytes (`serialized.tophits`) equals pyhmmer's, records and
+and the TopHits built from the written bytes (`records.tophits_of_buffers`) equals pyhmmer's, records and
 tables, under every setting; names that are not UTF-8 pass through unchanged."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pyhmmer
 import pytest
+from pyhmmer.easel import VectorU8
 
 from gpuhmm.hits import records
 from gpuhmm.hits.text import model_text
@@ -131,7 +132,9 @@ def written_tophits(lib, hmm, hits, pipeline, names):
         made.append(record)
         blob += data
         offsets.append(len(blob))
-    rebuilt = serialized.tophits(hmm, blob, np.array(offsets, np.int64), pipeline)
+    data = bytearray(blob)
+    buffers = [VectorU8(memoryview(data)[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+    rebuilt = records.tophits_of_buffers(hmm, buffers, pipeline)
     assert records_of(rebuilt) == records_of(hits), hmm.name
     assert tables_of(rebuilt) == tables_of(hits), hmm.name
     return made

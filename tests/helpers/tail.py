@@ -109,7 +109,8 @@ extern "C" void tail_stage(const Tail *t, int stage, int count) {
         if (stage == 0) parse_pair(t, item);
         else if (stage == 1) sample_region(t, item);
         else if (stage == 2) rescore_envelope(t, item);
-        else assemble_pair(t, item);
+        else if (stage == 3) assemble_pair(t, item);
+        else serialize_pair(t, item);
     }
 }
 """

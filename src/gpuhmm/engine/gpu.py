@@ -510,7 +510,7 @@ class _TailDevice:
     """`stages.tail.schedule.run`'s device on the GPU: CuPy arrays on the caller's stream, one
     launch per stage call, one thread per item."""
 
-    KERNELS = ("gpuhmm::tail_parse", "gpuhmm::tail_regions", "gpuhmm::tail_envelopes", "gpuhmm::tail_assemble")
+    KERNELS = tuple(f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize"))
     THREADS = 64
 
     def __init__(self, engine, timing):

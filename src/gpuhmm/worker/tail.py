@@ -34,29 +34,32 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
     pair_model = np.concatenate([np.full(mask.sum(), m) for m, mask in enumerate(on_gpu)] + [np.zeros(0, int)])
     positions = np.concatenate([o.survivors[mask] for o, mask in zip(outcomes, on_gpu)] + [np.zeros(0, int)])
     scores = np.concatenate([o.survivor_filter_scores[mask] for o, mask in zip(outcomes, on_gpu)] + [np.zeros(0)])
-    finished = {}  # (model, position) → (passed F3, HitRecord or None)
+    finished = {}  # (model, position) → (passed F3, the hit's serialized record or None)
     if len(positions):
         unique, pair_sequence = np.unique(positions, return_inverse=True)
         residues, offsets = shard.tail_sequences(unique)
         block = shard.subset(unique)
+        sequences = (residues, offsets, [Target.from_digital(s) for s in block])
         pack = launch.ModelPack([f.striped for f in filter_models])
         for part in launch.calls(len(pair_model)):
             batch = launch.TailBatch.build(
-                pack, residues, offsets, pair_model[part], pair_sequence[part], scores[part], settings[0], seed
+                pack, sequences, pair_model[part], pair_sequence[part], scores[part], settings, seed
             )
             try:
                 outputs = engine.tail(batch)
             except MemoryError as error:  # CuPy's OutOfMemoryError: pyhmmer finishes these pairs
                 log.warning("GPU out of memory in the domain stages (%s); %d pairs go to pyhmmer", error, len(part))
                 continue
-            results = readback.read_back(batch, outputs, lambda s: Target.from_digital(block[s]), settings)
+            results = readback.read_back(batch, outputs)
             for pair, (status, passed, record) in zip(batch.pairs, results):
                 if status == launch.OK:
                     finished[int(pair["model"]), int(unique[pair["sequence"]])] = (passed, record)
     found = []
     for m, (model, outcome) in enumerate(zip(models, outcomes)):
         done = [finished.get((m, int(position))) for position in outcome.survivors]
-        hits = records.build_tophits(model, [r[1] for r in done if r is not None and r[1] is not None], settings[m])
+        hits = records.tophits_of_buffers(
+            model, [r[1] for r in done if r is not None and r[1] is not None], settings[m]
+        )
         rest = [int(p) for p, r in zip(outcome.survivors, done) if r is None]
         if rest:
             hits = hits.merge(pipeline.search_hmm(model, shard.subset(np.array(rest, dtype=np.int64))))

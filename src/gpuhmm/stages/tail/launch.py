@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from .scores import flogsum_table, log_length, null_one
+from .serialized import NameTable, record_settings
 
 F32 = np.float32
 #: Pair outcomes (kernels/tail/common.cuh, `Status`).
@@ -113,6 +114,7 @@ TAIL_ARRAYS = (
 )
 STAGE_ARRAYS = ("arena", "region_tasks", "region_status", "region_envelopes", "envelope_tasks", "rescored", "text")
 PAIR_OUTPUTS = ("envelope_first", "region_verdict", "status", "hits", "domains", "ndomains", "counts", "nexpected")
+RECORD_ARRAYS = ("model_names", "target_names", "model_name_offsets", "target_name_offsets", "record_settings")
 
 
 class Tail(ctypes.Structure):
@@ -121,7 +123,8 @@ class Tail(ctypes.Structure):
         + [("npairs", ctypes.c_int), ("max_domains", ctypes.c_int), ("settings", _Settings)]
         + [(n, _pointer) for n in TAIL_ARRAYS]
         + [("region_capacity", ctypes.c_int), ("ntasks", ctypes.c_int)]
-        + [(n, _pointer) for n in STAGE_ARRAYS + PAIR_OUTPUTS]
+        + [(n, _pointer) for n in STAGE_ARRAYS + PAIR_OUTPUTS + RECORD_ARRAYS]
+        + [(n, _pointer) for n in ("record_bytes", "record_offsets", "records")]
     )
 
 
@@ -174,6 +177,7 @@ class ModelPack:
             )
         self.blob = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
         self.profiles = list(profiles)
+        self.names = NameTable.of(self.profiles)
 
     def table(self, base):
         """The `Model` structs as bytes, their pointers into the blob placed at address `base`."""
@@ -234,9 +238,9 @@ ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once: each stage lasts as long as its longest item's serial chain, so
 #: other calls' stages fill the GPU meanwhile.
 CALLS_AT_ONCE = 4
-#: Threads per item of each stage (parse, regions, envelopes, assemble), of which the first
-#: works: a warp of its own for the regions' and envelopes' divergent serial code.
-THREADS_PER_ITEM = (1, 32, 32, 1)
+#: Threads per item of each stage (parse, regions, envelopes, assemble, serialize), of which the
+#: first works: a warp of its own for the regions' and envelopes' divergent serial code.
+THREADS_PER_ITEM = (1, 32, 32, 1, 1)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 
@@ -256,13 +260,16 @@ class TailBatch:
     residues: np.ndarray
     offsets: np.ndarray  # int64
     lengths: np.ndarray  # int32
+    names: NameTable  # the sequences'
     pairs: np.ndarray
-    F3: float
-    do_null2: bool
+    pipelines: list  # each model's TopHits pipeline settings
     seed: int
 
     @classmethod
-    def build(cls, models, residues, offsets, pair_model, pair_sequence, filter_scores, pipeline, seed):
+    def build(cls, models, sequences, pair_model, pair_sequence, filter_scores, pipelines, seed):
+        """`sequences` are (residues, offsets, targets): every sequence's digital residues end to
+        end, where each starts (one more offset than sequences), and each as a `target.Target`."""
+        residues, offsets, targets = sequences
         lengths = np.diff(offsets).astype(np.int32)
         pairs = np.zeros(len(pair_model), dtype=PAIR_DTYPE)
         pairs["model"], pairs["sequence"], pairs["filter_score"] = pair_model, pair_sequence, filter_scores
@@ -270,14 +277,7 @@ class TailBatch:
         pairs["nullsc"] = [null_one(int(n)) for n in L]
         pairs["log_length"] = [log_length(int(n)) for n in L]
         return cls(
-            models,
-            residues,
-            np.asarray(offsets[:-1], np.int64),
-            lengths,
-            pairs,
-            pipeline["F3"],
-            bool(pipeline["do_null2"]),
-            seed,
+            models, residues, np.asarray(offsets[:-1], np.int64), lengths, NameTable.of(targets), pairs, pipelines, seed
         )
 
     def nodes(self):
@@ -303,11 +303,17 @@ class TailBatch:
             lengths=self.lengths,
             pairs=self.pairs,
             flogsum=flogsum_table(),
+            model_names=self.models.names.blob,
+            model_name_offsets=self.models.names.offsets,
+            target_names=self.names.blob,
+            target_name_offsets=self.names.offsets,
+            record_settings=np.frombuffer(b"".join(bytes(record_settings(p)) for p in self.pipelines), np.uint8),
         )
 
     def settings(self, flogsum):
         """The kernels' PipelineSettings, the FLogsum table at address `flogsum`."""
-        return _Settings(self.F3, int(self.do_null2), self.seed, flogsum)
+        pipeline = self.pipelines[0]
+        return _Settings(pipeline["F3"], int(bool(pipeline["do_null2"])), self.seed, flogsum)
 
 
 #: The per-pair outputs of stage 4, by `Tail` field name (domains: MAX_DOMAINS per pair).

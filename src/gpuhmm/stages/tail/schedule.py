@@ -1,9 +1,10 @@
-"""A `launch.TailBatch` through the tail's four stages (kernels/tail/stages.cuh): parse every pair,
-sample every multi-domain region, rescore every envelope, assemble every pair.
+"""A `launch.TailBatch` through the tail's five stages (kernels/tail/stages.cuh): parse every pair,
+sample every multi-domain region, rescore every envelope, assemble and serialize every pair.
 
 Each stage's items are sized by what they hold (a region's or an envelope's residues, not the
 target's) and run largest first, in as few launches as the arena budget allows. Between stages
-the host reads back only the queue: the regions found, and each region's envelopes. `device`
+the host reads back only the queues (the regions found, each region's envelopes) and the
+records' sizes; at the end, the hits' numbers and their serialized records. `device`
 is the engine's (`GpuEngine._TailDevice`) or the host build's, with the same methods over
 cupy or numpy arrays.
 """
@@ -15,7 +16,7 @@ import numpy as np
 from . import launch
 from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, REGION_DTYPE, REGION_TASK_DTYPE
 
-PARSE, REGIONS, ENVELOPES, ASSEMBLE = range(4)
+PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE = range(5)
 _EACH_REGION = 1 + 2 * MAX_ENVELOPES  # stage 2's output ints per region: the count, then (i, j)
 
 
@@ -84,9 +85,10 @@ class _Run:
 
 
 def run(batch, device, budget):
-    """Every pair of `batch` through the four stages; `budget` bounds one launch's arena bytes.
-    Returns the per-pair outputs on the host by `Tail` field name, the domains' alignment lines
-    (`text`) with the address they were written at (`text_base`), and the stages' item counts."""
+    """Every pair of `batch` through the five stages; `budget` bounds one launch's arena bytes.
+    Returns on the host each pair's `status` and `hits` (HIT_DTYPE), the serialized `records`
+    (pair p's at record_offsets[p] .. record_offsets[p + 1], empty where it has no hit), and the
+    stages' item counts (`items`)."""
     npairs = len(batch.pairs)
     run = _Run(batch, device)
     run.launch(PARSE, npairs)
@@ -174,9 +176,15 @@ def run(batch, device, budget):
         region_verdict=verdict,
         **launch.output_arrays(npairs),
     )
+    run.put(record_bytes=np.zeros(npairs, np.uint64))
     run.launch(ASSEMBLE, npairs)
-    outputs = {name: run.get(name, dtype) for name, dtype in launch.OUTPUT_DTYPES.items()}
-    outputs["text"] = run.get("text", np.uint8)
-    outputs["text_base"] = run.address("text")
+
+    # Stage 5: every hit's record, end to end.
+    offsets = _exclusive(run.get("record_bytes", np.uint64))
+    run.put(record_offsets=offsets[:-1].astype(np.uint64))
+    run.place("records", device.empty(max(1, int(offsets[-1]))))
+    run.launch(SERIALIZE, npairs)
+    outputs = dict(status=run.get("status", np.int32), hits=run.get("hits", launch.HIT_DTYPE))
+    outputs["records"], outputs["record_offsets"] = run.get("records", np.uint8), offsets
     outputs["items"] = dict(pairs=npairs, regions=len(regions), clustered=len(multi), envelopes=len(envelopes))
     return outputs

@@ -1,9 +1,9 @@
 """The host side of the hit records the tail's kernel code writes (`kernels/tail/serialize.cuh`):
 HMMER 3.4's `p7_hit_Serialize` buffers, byte for byte what `hits.records.encode_hit` writes.
 
-`NameTable` packs the models' and the targets' names for upload, `Names` and `RecordSettings`
-mirror the kernel's structs, and `tophits` makes the pyhmmer TopHits of written records without
-decoding them (`records.build_tophits` does the same from HitRecords).
+`NameTable` packs the models' and the targets' names for upload, and `Names` and
+`RecordSettings` mirror the kernel's structs; `records.tophits_of_buffers` makes a pyhmmer
+TopHits of the written records without decoding them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from pyhmmer.easel import VectorU8
-
-from ...hits.records import tophits_of_buffers
 
 _NAMES = ("name", "accession", "description")
 
@@ -57,12 +54,3 @@ def record_settings(pipeline):
     """The `RecordSettings` of a TopHits pipeline dict (`records.pipeline_settings`)."""
     thresholds = (float(pipeline[name]) for name in ("T", "incT", "domT", "incdomT"))
     return RecordSettings(int(bool(pipeline["inc_by_E"])), int(bool(pipeline["use_bit_cutoffs"])), *thresholds)
-
-
-def tophits(query, blob, offsets, pipeline):
-    """A pyhmmer TopHits for `query` holding the serialized hit records in `blob` (record i at
-    bytes offsets[i]..offsets[i + 1], in the order the targets were searched) under `pipeline`,
-    sorted and thresholded as `records.build_tophits` does: one VectorU8 per hit, no decoding."""
-    data = np.frombuffer(bytearray(blob), np.uint8)  # VectorU8 reads writable buffers only
-    buffers = [VectorU8(data[start:end]) for start, end in zip(offsets[:-1], offsets[1:])]
-    return tophits_of_buffers(query, buffers, pipeline)

@@ -5,7 +5,9 @@
 //      region scan; regions are appended to a queue.
 //   2. regions (per multi-domain region): region_trace_ensemble and the dominance test.
 //   3. envelopes (per envelope, single-domain regions included): rescore_isolated_domain.
-//   4. assemble (per pair): the domains in region and envelope order, HMMER's counts, the scores.
+//   4. assemble (per pair): the domains in region and envelope order, HMMER's counts, the scores,
+//      and the size of the hit's serialized record;
+//   5. serialize (per pair): the record (serialize.cuh), at the offset the host gives.
 // The results are HMMER's bit for bit: every item runs the serial code of one thread, and what
 // an item shares with others of its pair (the per-residue null2 scores) is written by one stage
 // and read by a later one, over disjoint residue ranges.
@@ -14,7 +16,7 @@
 // space (PairSpace) lives from stage 1 to stage 4; a region's or envelope's arena only for its
 // stage, at an offset the host gives (sized by the item, not by the target).
 #pragma once
-#include "pipeline.cuh"
+#include "serialize.cuh"
 
 namespace gpuhmm_tail {
 
@@ -95,6 +97,15 @@ struct Tail {
     int *ndomains;
     int *counts;  // per pair: nregions, nclustered, noverlaps, nenvelopes
     float *nexpected;
+    // Stage 5: names (serialized.py's NameTable: three strings per model and per sequence), each
+    // model's record settings; pair p's record of record_bytes[p] bytes (0: no hit) at
+    // records + record_offsets[p].
+    const char *model_names, *target_names;
+    const long long *model_name_offsets, *target_name_offsets;
+    const RecordSettings *record_settings;
+    tail_size_t *record_bytes;
+    const tail_size_t *record_offsets;
+    char *records;
 };
 
 // Where a pair's arrays sit in its space (the same allocations in every stage).
@@ -125,6 +136,13 @@ TAIL_FN int append_region(const Tail *t) {
     return (*t->nfound)++;
 #endif
 }
+
+TAIL_FN Names names_of(const Tail *t, const PairTask *task) {
+    return table_names(t->model_names, t->model_name_offsets, task->model, t->target_names, t->target_name_offsets,
+                       task->sequence);
+}
+
+TAIL_FN int lines_of(const Annotation *ann) { return 4 + (ann->rf != 0) + (ann->cs != 0); }
 
 TAIL_FN const unsigned char *residues_of(const Tail *t, int pair, int *L) {
     const PairTask *task = t->pairs + pair;
@@ -226,8 +244,10 @@ TAIL_FN void rescore_envelope(const Tail *t, int item) {
 TAIL_FN void assemble_pair(const Tail *t, int p) {
     const PairState *state = t->state + p;
     const PairTask *task = t->pairs + p;
-    const Profile *om = &t->models[task->model].om;
+    const Model *model = t->models + task->model;
+    const Profile *om = &model->om;
     Hit *hit = t->hits + p;
+    t->record_bytes[p] = 0;
     hit->passed = state->passed, hit->has_hit = 0;
     int status = state->status;
     if (status == TAIL_OK) status = t->region_verdict[p];
@@ -260,6 +280,20 @@ TAIL_FN void assemble_pair(const Tail *t, int p) {
     PairInput in;
     in.L = L, in.filter_score = task->filter_score, in.nullsc = task->nullsc, in.log_length = task->log_length;
     score_hit(om, &in, &t->settings, state->fwdsc, space_of(t, p).n2sc, &def, hit);
+    Names names = names_of(t, task);
+    if (hit->has_hit) t->record_bytes[p] = hit_record_bytes(hit, def.domains, def.ndom, lines_of(&model->ann), &names);
+}
+
+// Stage 5 for pair `item`: its hit's p7_hit_Serialize record, where it has one.
+TAIL_FN void serialize_pair(const Tail *t, int p) {
+    if (!t->record_bytes[p]) return;
+    const PairTask *task = t->pairs + p;
+    const Model *model = t->models + task->model;
+    Names names = names_of(t, task);
+    write_hit_record(t->records + t->record_offsets[p], t->hits + p, t->domains + (tail_size_t)p * t->max_domains,
+                     t->ndomains[p], t->nexpected[p], t->counts + 4 * (tail_size_t)p, model->om.M,
+                     t->lengths[task->sequence], model->ann.rf != 0, model->ann.cs != 0, &names,
+                     t->record_settings + task->model);
 }
 
 }  // namespace gpuhmm_tail

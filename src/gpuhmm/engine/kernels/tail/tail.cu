@@ -1,5 +1,5 @@
 // The stages after the Forward filter (HMMER 3.4 p7_Pipeline from p7_ForwardParser on), as the
-// four kernels of stages.cuh: parse, regions, envelopes, assemble, launched in that order.
+// five kernels of stages.cuh: parse, regions, envelopes, assemble, serialize, launched in that order.
 //
 // Thread → data: thread t of a launch takes item t (a pair, a multi-domain region or an envelope;
 // the host orders them by decreasing size) and runs it serially in its own arena. Lane width:
@@ -37,6 +37,11 @@ __global__ void tail_envelopes(const gpuhmm_tail::Tail *t, int spread) {
 __global__ void tail_assemble(const gpuhmm_tail::Tail *t, int spread) {
     int item = tail_item(t->npairs, spread);
     if (item >= 0) gpuhmm_tail::assemble_pair(t, item);
+}
+
+__global__ void tail_serialize(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->npairs, spread);
+    if (item >= 0) gpuhmm_tail::serialize_pair(t, item);
 }
 
 }  // namespace gpuhmm
