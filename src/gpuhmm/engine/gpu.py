@@ -362,9 +362,10 @@ class GpuEngine:
         """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.TailBatch`:
         `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds."""
         with self._tail_slots, self._stream():
-            device = _TailDevice(self, timing)
+            device = _TailDevice(self)
             outputs = tail_schedule.run(batch, device, min(tail_launch.ARENA_BUDGET, self.memory_bytes // 4))
-            device.finish()
+            if timing is not None:
+                device.add_times(timing)
             return outputs
 
     def resident(self, array):
@@ -508,13 +509,13 @@ class GpuEngine:
 
 class _TailDevice:
     """`stages.tail.schedule.run`'s device on the GPU: CuPy arrays on the caller's stream, one
-    launch per stage call, one thread per item."""
+    launch per stage call, `tail_launch.THREADS_PER_ITEM` threads per item."""
 
     KERNELS = tuple(f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize"))
     THREADS = 64
 
-    def __init__(self, engine, timing):
-        self.engine, self.timing, self.events, self.kept = engine, timing, [], []
+    def __init__(self, engine):
+        self.engine, self.events, self.kept = engine, [], []
 
     put = staticmethod(cupy.asarray)
     get = staticmethod(cupy.asnumpy)
@@ -530,20 +531,17 @@ class _TailDevice:
     def launch(self, stage, count, struct):
         kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
         pointer = cupy.asarray(np.frombuffer(struct, dtype=np.uint8))
-        self.kept.append(pointer)
-        started = cupy.cuda.Event() if self.timing is not None else None
-        if started is not None:
-            started.record()
         spread = tail_launch.THREADS_PER_ITEM[stage]
+        started, stopped = cupy.cuda.Event(), cupy.cuda.Event()
+        started.record()
         kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread)))
-        if started is not None:
-            stopped = cupy.cuda.Event()
-            stopped.record()
-            self.events.append((stage, started, stopped))
+        stopped.record()
+        self.kept.append(pointer)
+        self.events.append((stage, started, stopped))
 
-    def finish(self):
-        """Adds each stage's kernel time to `timing`."""
+    def add_times(self, timing):
+        """Adds each stage's kernel seconds to the dict `timing`."""
         for stage, started, stopped in self.events:
             stopped.synchronize()
             name = self.KERNELS[stage].split("_")[-1]
-            self.timing[name] = self.timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3
+            timing[name] = timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3

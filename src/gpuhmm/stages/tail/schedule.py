@@ -75,7 +75,8 @@ class _Run:
 
     def launch(self, stage, count):
         self.struct.ntasks = count
-        self.device.launch(stage, count, bytes(self.struct))
+        if count:
+            self.device.launch(stage, count, bytes(self.struct))
 
     def get(self, name, dtype, count=None):
         array = self.arrays[name]
@@ -90,10 +91,10 @@ def run(batch, device, budget):
     (pair p's at record_offsets[p] .. record_offsets[p + 1], empty where it has no hit), and the
     stages' item counts (`items`)."""
     npairs = len(batch.pairs)
-    run = _Run(batch, device)
-    run.launch(PARSE, npairs)
-    found = min(int(run.get("nfound", np.int32)[0]), run.region_capacity)
-    regions = run.get("regions", REGION_DTYPE, found)
+    tail = _Run(batch, device)
+    tail.launch(PARSE, npairs)
+    found = min(int(tail.get("nfound", np.int32)[0]), tail.region_capacity)
+    regions = tail.get("regions", REGION_DTYPE, found)
     regions = regions[np.lexsort((regions["index"], regions["pair"]))]
     M, lines = batch.nodes(), batch.lines()
 
@@ -110,16 +111,16 @@ def run(batch, device, budget):
             tasks[field] = multi[field][chosen]
         offsets = _exclusive(region_sizes[chosen])
         tasks["scratch"], tasks["bytes"] = offsets[:-1], region_sizes[chosen]
-        run.put(
+        tail.put(
             region_tasks=tasks,
             region_status=np.zeros(len(chosen), np.int32),
             region_envelopes=np.zeros(len(chosen) * _EACH_REGION, np.int32),
         )
-        run.place("arena", device.empty(int(offsets[-1])))
-        run.launch(REGIONS, len(chosen))
-        region_status[chosen] = run.get("region_status", np.int32)
-        sampled[chosen] = run.get("region_envelopes", np.int32).reshape(len(chosen), _EACH_REGION)
-        run.place("arena", None)
+        tail.place("arena", device.empty(int(offsets[-1])))
+        tail.launch(REGIONS, len(chosen))
+        region_status[chosen] = tail.get("region_status", np.int32)
+        sampled[chosen] = tail.get("region_envelopes", np.int32).reshape(len(chosen), _EACH_REGION)
+        tail.place("arena", None)
 
     # Stage 3: every envelope, in pair, region and envelope order; launched largest first.
     single = regions[regions["multi"] == 0]
@@ -147,7 +148,7 @@ def run(batch, device, budget):
     envelopes["bytes"] = launch.envelope_bytes(Ld, Mp)
     envelopes["text_bytes"] = launch.text_bytes(Ld, Mp, lines[envelopes["pair"]])
     envelopes["text"] = _exclusive(envelopes["text_bytes"])[:-1]
-    run.place("text", device.empty(int(envelopes["text_bytes"].sum())))
+    tail.place("text", device.empty(int(envelopes["text_bytes"].sum())))
     size = launch.RESCORED_DTYPE.itemsize
     rescored = device.empty(len(envelopes) * size)
     by_size = np.argsort(-envelopes["bytes"].astype(np.int64), kind="stable")
@@ -156,12 +157,12 @@ def run(batch, device, budget):
         tasks = envelopes[chosen]
         offsets = _exclusive(tasks["bytes"])
         tasks["scratch"] = offsets[:-1]
-        run.put(envelope_tasks=tasks)
-        run.place("rescored", device.empty(len(chosen) * size))
-        run.place("arena", device.empty(int(offsets[-1])))
-        run.launch(ENVELOPES, len(chosen))
-        rescored.reshape(-1, size)[device.put(chosen)] = run.arrays["rescored"].reshape(-1, size)
-        run.place("arena", None)
+        tail.put(envelope_tasks=tasks)
+        tail.place("rescored", device.empty(len(chosen) * size))
+        tail.place("arena", device.empty(int(offsets[-1])))
+        tail.launch(ENVELOPES, len(chosen))
+        rescored.reshape(-1, size)[device.put(chosen)] = tail.arrays["rescored"].reshape(-1, size)
+        tail.place("arena", None)
 
     # Stage 4: every pair.
     verdict = np.zeros(npairs, np.int32)
@@ -169,22 +170,22 @@ def run(batch, device, budget):
     failed = failed[np.lexsort((multi["index"][failed], multi["pair"][failed]))]
     first_failure = np.unique(multi["pair"][failed], return_index=True)
     verdict[first_failure[0]] = region_status[failed[first_failure[1]]]
-    run.place("rescored", rescored)
-    run.put(
+    tail.place("rescored", rescored)
+    tail.put(
         envelope_tasks=envelopes,
         envelope_first=np.searchsorted(envelopes["pair"], np.arange(npairs + 1)).astype(np.int32),
         region_verdict=verdict,
         **launch.output_arrays(npairs),
     )
-    run.put(record_bytes=np.zeros(npairs, np.uint64))
-    run.launch(ASSEMBLE, npairs)
+    tail.put(record_bytes=np.zeros(npairs, np.uint64))
+    tail.launch(ASSEMBLE, npairs)
 
     # Stage 5: every hit's record, end to end.
-    offsets = _exclusive(run.get("record_bytes", np.uint64))
-    run.put(record_offsets=offsets[:-1].astype(np.uint64))
-    run.place("records", device.empty(max(1, int(offsets[-1]))))
-    run.launch(SERIALIZE, npairs)
-    outputs = dict(status=run.get("status", np.int32), hits=run.get("hits", launch.HIT_DTYPE))
-    outputs["records"], outputs["record_offsets"] = run.get("records", np.uint8), offsets
+    offsets = _exclusive(tail.get("record_bytes", np.uint64))
+    tail.put(record_offsets=offsets[:-1].astype(np.uint64))
+    tail.place("records", device.empty(max(1, int(offsets[-1]))))
+    tail.launch(SERIALIZE, npairs)
+    outputs = dict(status=tail.get("status", np.int32), hits=tail.get("hits", launch.HIT_DTYPE))
+    outputs["records"], outputs["record_offsets"] = tail.get("records", np.uint8), offsets
     outputs["items"] = dict(pairs=npairs, regions=len(regions), clustered=len(multi), envelopes=len(envelopes))
     return outputs
