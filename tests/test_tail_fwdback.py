@@ -1,6 +1,7 @@
 """The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host) against the
 numpy reference (tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full
-matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit."""
+matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit; and
+the lane-group parsers (parsers.cuh, the 4 lanes as host coroutines) against the same."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from helpers import tail_build
 from oracle import fwdback
 
 SHIM = """
-#include "fwdback.cuh"
+#include <cstring>
+#include "parsers.cuh"
 using namespace gpuhmm_tail;
 extern "C" int tail_forward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
                             Matrix *mx, f4 *rows, float *score) {
@@ -26,6 +28,22 @@ extern "C" int tail_forward(const Profile *om, const unsigned char *dsq, int L, 
 extern "C" int tail_backward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
                              const Matrix *fwd, Matrix *bck, f4 *rows) {
     return backward(om, dsq, L, xf, fwd, bck, rows);
+}
+// Both parsers by a lane group: the status, or -1 where the lanes' scores differ.
+extern "C" int tail_group_parsers(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
+                                  Matrix *fwd, Matrix *bck, f4 *rows, float *score) {
+    int status[4];
+    float scores[4];
+    run_lane_group([&](const LaneGroup &g) {
+        Matrix f = *fwd, b = *bck;
+        status[g.z] = group_forward(g, om, dsq, L, xf, &f, rows, &scores[g.z]);
+        if (status[g.z] == TAIL_OK) status[g.z] = group_backward(g, om, dsq, L, xf, &f, &b, rows);
+        if (g.z == 0) bck->has_own_scales = b.has_own_scales;
+    });
+    *score = scores[0];
+    for (int z = 1; z < 4; z++)
+        if (status[z] != status[0] || memcmp(&scores[z], &scores[0], 4)) return -1;
+    return status[0];
 }
 """
 
@@ -99,3 +117,27 @@ def test_envelopes_unihit(cases):
             assert _same(score, ref_score)
             assert _same(fwd.specials, ref_fwd.specials) and _same(bck.specials, ref_bck.specials)
             assert _same(bck.rows[0], ref_bck.M) and _same(fwd.rows[1], ref_fwd.D)
+
+
+def test_lane_group_parsers(cases):
+    """The parsers run by 4 threads, one per lane, give the one-thread parsers' bits."""
+    lib = tail_build.build(SHIM)
+    pointer = ctypes.c_void_p
+    lib.tail_group_parsers.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer, pointer]
+    for profile, residues in cases:
+        xf = special_transitions(len(residues), multihit=True)
+        ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=False)
+        ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=False)
+        om = tail_build.Profile.from_striped(profile)
+        cxf = tail_build.SpecialTransitions.from_reference(xf)
+        L, Q = len(residues), profile.Q
+        dsq = np.ascontiguousarray(residues)
+        rows = np.zeros((6 * Q, 4), dtype=np.float32)
+        fwd, bck = tail_build.Matrix.empty(L, Q, False), tail_build.Matrix.empty(L, Q, False)
+        score = ctypes.c_float()
+        args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf), ctypes.byref(fwd), ctypes.byref(bck))
+        assert lib.tail_group_parsers(*args, rows.ctypes.data, ctypes.byref(score)) == 0, profile.name
+        assert _same(np.float32(score.value), ref_score), profile.name
+        assert _same(fwd.specials, ref_fwd.specials), profile.name
+        assert _same(bck.specials, ref_bck.specials), profile.name
+        assert bool(bck.has_own_scales) == ref_bck.has_own_scales

@@ -106,7 +106,7 @@ SHIM = """
 using namespace gpuhmm_tail;
 extern "C" void tail_stage(const Tail *t, int stage, int count) {
     for (int item = 0; item < count; item++) {
-        if (stage == 0) parse_pair(t, item);
+        if (stage == 0) run_lane_group([&](const LaneGroup &g) { parse_pair(t, item, g); });
         else if (stage == 1) sample_region(t, item);
         else if (stage == 2) rescore_envelope(t, item);
         else if (stage == 3) assemble_pair(t, item);

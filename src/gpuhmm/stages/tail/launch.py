@@ -238,9 +238,10 @@ ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once: each stage lasts as long as its longest item's serial chain, so
 #: other calls' stages fill the GPU meanwhile.
 CALLS_AT_ONCE = 4
-#: Threads per item of each stage (parse, regions, envelopes, assemble, serialize), of which the
-#: first works: a warp of its own for the regions' and envelopes' divergent serial code.
-THREADS_PER_ITEM = (1, 32, 32, 1, 1)
+#: Threads per item of each stage (parse, regions, envelopes, assemble, serialize): a lane group
+#: per pair for the parsers; otherwise the first thread works, and the regions and envelopes get
+#: a warp each so that their divergent serial code does not serialize a warp.
+THREADS_PER_ITEM = (4, 32, 32, 1, 1)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 

@@ -12,10 +12,12 @@
 // an item shares with others of its pair (the per-residue null2 scores) is written by one stage
 // and read by a later one, over disjoint residue ranges.
 //
-// Thread → data: one thread per item; the host orders items by decreasing size. Memory: a pair's
+// Thread → data: a lane group (4 threads, lanegroup.cuh) per pair for the parsers of stage 1,
+// then its thread 0; one thread per item otherwise; the host orders items by decreasing size. Memory: a pair's
 // space (PairSpace) lives from stage 1 to stage 4; a region's or envelope's arena only for its
 // stage, at an offset the host gives (sized by the item, not by the target).
 #pragma once
+#include "parsers.cuh"
 #include "serialize.cuh"
 
 namespace gpuhmm_tail {
@@ -156,24 +158,29 @@ TAIL_FN PairSpace space_of(const Tail *t, int pair) {
     return pair_space(t->space + t->space_offsets[pair], L, t->models[t->pairs[pair].model].om.Q);
 }
 
-// Stage 1 for pair `pair_order[item]`: p7_ForwardParser, the F3 test, p7_BackwardParser,
-// p7_DomainDecoding and the regions. A region that does not fit the queue fails the pair.
-TAIL_FN void parse_pair(const Tail *t, int item) {
+// Stage 1 for pair `pair_order[item]`, by the lane group `g`: p7_ForwardParser, the F3 test,
+// p7_BackwardParser, then in thread 0 p7_DomainDecoding and the regions. A region that does not
+// fit the queue fails the pair.
+TAIL_FN void parse_pair(const Tail *t, int item, const LaneGroup &g) {
     const int p = t->pair_order[item];
     const PairTask *task = t->pairs + p;
     const Profile *om = &t->models[task->model].om;
     int L;
     const unsigned char *dsq = residues_of(t, p, &L);
-    PairState *state = t->state + p;
-    state->passed = state->nregions = state->nclustered = 0;
-    state->fwdsc = state->nexpected = 0.0f;
     PairSpace s = space_of(t, p);
     const SpecialTransitions multihit = reconfigured(L, 1);
-    int status = forward(om, dsq, L, &multihit, &s.fwd, s.rows, &state->fwdsc);
-    if (status == TAIL_OK) status = forward_filter(om, state->fwdsc, task->filter_score, t->settings.F3, &state->passed);
-    if (status == TAIL_OK && state->passed) status = backward(om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
-    if (status == TAIL_OK && state->passed) status = domain_decoding(&multihit, &s.fwd, &s.bck, s.btot, s.etot, s.mocc);
-    if (status == TAIL_OK && state->passed) {
+    float fwdsc = 0.0f;
+    int passed = 0;
+    int status = group_forward(g, om, dsq, L, &multihit, &s.fwd, s.rows, &fwdsc);
+    if (status == TAIL_OK) status = forward_filter(om, fwdsc, task->filter_score, t->settings.F3, &passed);
+    if (status == TAIL_OK && passed) status = group_backward(g, om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
+    if (g.z != 0) return;
+    PairState *state = t->state + p;
+    state->passed = passed, state->fwdsc = fwdsc;
+    state->nregions = state->nclustered = 0;
+    state->nexpected = 0.0f;
+    if (status == TAIL_OK && passed) status = domain_decoding(&multihit, &s.fwd, &s.bck, s.btot, s.etot, s.mocc);
+    if (status == TAIL_OK && passed) {
         for (int r = 0; r <= L; r++) s.n2sc[r] = 0.0f;
         state->nexpected = s.btot[L];
         int overflow = 0, index = 0, nclustered = 0;

@@ -1,8 +1,9 @@
 // The stages after the Forward filter (HMMER 3.4 p7_Pipeline from p7_ForwardParser on), as the
 // five kernels of stages.cuh: parse, regions, envelopes, assemble, serialize, launched in that order.
 //
-// Thread → data: thread t of a launch takes item t (a pair, a multi-domain region or an envelope;
-// the host orders them by decreasing size) and runs it serially in its own arena. Lane width:
+// Thread → data: stage 1 gives each pair a lane group of 4 threads; the other stages give each
+// item (a pair, a multi-domain region or an envelope; the host orders them by decreasing size)
+// `spread` threads of which the first runs it serially in its own arena. Lane width:
 // HMMER's 4 float32 lanes, as loops (common.cuh). Rounding: compiled without fused multiply-adds
 // (-fmad=false) and without flush-to-zero, so every operation is the IEEE float32 or double
 // operation HMMER's SSE code performs; the device's double log and exp are used only where the
@@ -19,9 +20,10 @@ __device__ int tail_item(int count, int spread) {
     return thread % spread == 0 && item < count ? (int)item : -1;
 }
 
+// Stage 1: a lane group of 4 threads per pair (spread 4, every thread working).
 __global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
-    int item = tail_item(t->npairs, spread);
-    if (item >= 0) gpuhmm_tail::parse_pair(t, item);
+    const long long item = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / spread;
+    if (item < t->npairs) gpuhmm_tail::parse_pair(t, (int)item, gpuhmm_tail::warp_lane_group());
 }
 
 __global__ void tail_regions(const gpuhmm_tail::Tail *t, int spread) {

@@ -1,0 +1,121 @@
+// A group of 4 threads, one per lane of HMMER's __m128, running one DP problem together
+// (parsers.cuh): each thread keeps its lane's serial chains, and the steps that cross lanes
+// (esl_sse_rightshift_float, the left shift of the Backward successor, esl_sse_hsum_ps, the
+// early-exit test of Forward's D→D passes) are explicit exchanges.
+//
+// Thread → data: on the GPU the group is 4 consecutive lanes of a warp and an exchange is
+// __shfl_sync over them. On the host the 4 lanes are coroutines of one thread (run_lane_group),
+// which take turns at every exchange, so that the host build runs the same source in the same
+// order. No arithmetic.
+#pragma once
+#include "common.cuh"
+
+#ifndef __CUDACC__
+#include <ucontext.h>
+
+#include <functional>
+#include <vector>
+#endif
+
+namespace gpuhmm_tail {
+
+#ifdef __CUDACC__
+struct LaneGroup {
+    int z;  // this thread's lane, 0..3
+    unsigned mask;
+
+    // The value `value` has in lane `from` (0..3).
+    TAIL_FN float exchange(float value, int from) const { return __shfl_sync(mask, value, from, 4); }
+    // esl_sse_hsum_ps of the lanes' values: (a0 + a1) + (a2 + a3).
+    TAIL_FN float hsum(float value) const {
+        float a0 = exchange(value, 0), a1 = exchange(value, 1), a2 = exchange(value, 2), a3 = exchange(value, 3);
+        return (a0 + a1) + (a2 + a3);
+    }
+    TAIL_FN int any(int predicate) const { return __any_sync(mask, predicate); }
+    // Makes what each lane wrote to memory visible to the others.
+    TAIL_FN void sync() const { __syncwarp(mask); }
+};
+
+TAIL_FN LaneGroup warp_lane_group() {
+    const int lane = threadIdx.x & 31;
+    LaneGroup g = {lane & 3, 0xfu << (lane & ~3)};
+    return g;
+}
+#else
+// The 4 coroutines of a host lane group: each meeting passes the turn to the next lane, so lane 0
+// resumes once every lane has arrived. Values go through two sets of slots, used in turn: a lane
+// writes a set again only after every lane has read it.
+struct LaneMeeting {
+    ucontext_t host, lanes[4];
+    float value[2][4];
+    int turn[4] = {0, 0, 0, 0};
+
+    void meet(int z) { swapcontext(&lanes[z], &lanes[(z + 1) % 4]); }
+};
+
+struct LaneGroup {
+    int z;
+    LaneMeeting *meeting;
+
+    // Every lane's `value`, into all[0..3].
+    void gather(float value, float *all) const {
+        float *slots = meeting->value[meeting->turn[z]];
+        meeting->turn[z] ^= 1;
+        slots[z] = value;
+        meeting->meet(z);
+        for (int lane = 0; lane < 4; lane++) all[lane] = slots[lane];
+    }
+    float exchange(float value, int from) const {
+        float all[4];
+        gather(value, all);
+        return all[from];
+    }
+    float hsum(float value) const {
+        float a[4];
+        gather(value, a);
+        return (a[0] + a[1]) + (a[2] + a[3]);
+    }
+    int any(int predicate) const {
+        float all[4];
+        gather(predicate ? 1.0f : 0.0f, all);
+        return all[0] != 0.0f || all[1] != 0.0f || all[2] != 0.0f || all[3] != 0.0f;
+    }
+    void sync() const { meeting->meet(z); }
+};
+
+inline thread_local const std::function<void(const LaneGroup &)> *lane_body;
+inline thread_local LaneMeeting *lane_meeting;
+
+inline void lane_entry(int z) { (*lane_body)(LaneGroup{z, lane_meeting}); }
+
+// Runs body(g) for the 4 lanes of a group, as coroutines of this thread; lane z + 1 resumes when
+// lane z finishes.
+inline void run_lane_group(const std::function<void(const LaneGroup &)> &body) {
+    const size_t stack = 1 << 18;
+    std::vector<char> stacks(4 * stack);
+    LaneMeeting meeting;
+    for (int z = 0; z < 4; z++) {
+        getcontext(&meeting.lanes[z]);
+        meeting.lanes[z].uc_stack.ss_sp = stacks.data() + z * stack;
+        meeting.lanes[z].uc_stack.ss_size = stack;
+        meeting.lanes[z].uc_link = z < 3 ? &meeting.lanes[z + 1] : &meeting.host;
+        makecontext(&meeting.lanes[z], (void (*)())lane_entry, 1, z);
+    }
+    lane_body = &body, lane_meeting = &meeting;
+    swapcontext(&meeting.host, &meeting.lanes[0]);
+}
+#endif
+
+// esl_sse_rightshift_float with fill 0, seen from lane z: lane z − 1's value (0 in lane 0).
+TAIL_FN float from_left(const LaneGroup &g, float value) {
+    float out = g.exchange(value, g.z > 0 ? g.z - 1 : 0);
+    return g.z > 0 ? out : 0.0f;
+}
+
+// The left shift that brings in 0, seen from lane z: lane z + 1's value (0 in lane 3).
+TAIL_FN float from_right(const LaneGroup &g, float value) {
+    float out = g.exchange(value, g.z < 3 ? g.z + 1 : 3);
+    return g.z < 3 ? out : 0.0f;
+}
+
+}  // namespace gpuhmm_tail
