@@ -80,6 +80,16 @@ TAIL_FN void forward_dd(f4 *D, f4 dcv, const f4 *tDD, int Q, int stop_early) {
     }
 }
 
+// A Forward row's special states from its xE, in HMMER's order; where xE passes 1e4 (the row is
+// rescaled) they come out divided by it.
+TAIL_FN void forward_specials(const SpecialTransitions *xf, float xE, float *xN, float *xC, float *xJ, float *xB) {
+    *xN = *xN * xf->loop;
+    *xC = (*xC * xf->loop) + (xE * xf->e_move);
+    *xJ = (*xJ * xf->loop) + (xE * xf->e_loop);
+    *xB = (*xJ * xf->move) + (*xN * xf->move);
+    if (xE > 1.0e4f) *xN = *xN / xE, *xC = *xC / xE, *xJ = *xJ / xE, *xB = *xB / xE;
+}
+
 // p7_Forward (mx full) or p7_ForwardParser (mx->M null, `rows` then holds 6·Q vectors of
 // scratch) of digital residues dsq[0 .. L−1]: fills mx, sets the score in nats.
 TAIL_FN int forward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf, Matrix *mx,
@@ -130,13 +140,9 @@ TAIL_FN int forward(const Profile *om, const unsigned char *dsq, int L, const Sp
         for (int q = 0; q < Q; q++)
             for (int z = 0; z < 4; z++) xEv.v[z] = xEv.v[z] + Dc[q].v[z];
         xE = hsum(xEv);
-        xN = xN * xf->loop;
-        xC = (xC * xf->loop) + (xE * xf->e_move);
-        xJ = (xJ * xf->loop) + (xE * xf->e_loop);
-        xB = (xJ * xf->move) + (xN * xf->move);
+        forward_specials(xf, xE, &xN, &xC, &xJ, &xB);
         float scale = 1.0f;
         if (xE > 1.0e4f) {
-            xN = xN / xE, xC = xC / xE, xJ = xJ / xE, xB = xB / xE;
             float reciprocal = 1.0f / xE;
             for (int q = 0; q < Q; q++)
                 for (int z = 0; z < 4; z++) {

@@ -71,13 +71,9 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
         }
         for (int q = 0; q < Q; q++) xEv = xEv + Dc[q].v[z];
         xE = g.hsum(xEv);
-        xN = xN * xf->loop;
-        xC = (xC * xf->loop) + (xE * xf->e_move);
-        xJ = (xJ * xf->loop) + (xE * xf->e_loop);
-        xB = (xJ * xf->move) + (xN * xf->move);
+        forward_specials(xf, xE, &xN, &xC, &xJ, &xB);
         float scale = 1.0f;
         if (xE > 1.0e4f) {
-            xN = xN / xE, xC = xC / xE, xJ = xJ / xE, xB = xB / xE;
             float reciprocal = 1.0f / xE;
             for (int q = 0; q < Q; q++) {
                 Mc[q].v[z] = Mc[q].v[z] * reciprocal;
@@ -130,6 +126,23 @@ TAIL_FN float model_successor(const f4 *a, int q, int Q, int z) {
     return q + 1 < Q ? a[q + 1].v[z] : (z < 3 ? a[0].v[z + 1] : 0.0f);
 }
 
+// A Backward row's end: its specials x (E, N, J, B, C, then the scale) and lane z of its cells
+// divided by the scale where it is above 1; thread 0 writes the specials to `out`.
+TAIL_FN void group_scale_row(int z, f4 *M, f4 *D, f4 *I, int Q, float *x, float *out) {
+    const float scale = x[X_SCALE];
+    if (scale > 1.0f) {
+        for (int c = X_E; c <= X_C; c++) x[c] = x[c] / scale;
+        float reciprocal = 1.0f / scale;
+        for (int q = 0; q < Q; q++) {
+            M[q].v[z] = M[q].v[z] * reciprocal;
+            D[q].v[z] = D[q].v[z] * reciprocal;
+            I[q].v[z] = I[q].v[z] * reciprocal;
+        }
+    }
+    if (z == 0)
+        for (int c = 0; c < X_COUNT; c++) out[c] = x[c];
+}
+
 // p7_BackwardParser with the scale factors of `fwd` (thread 0's, synchronized by group_forward)
 // until its own xB passes 1e16: fills bck->xmx (thread 0). `rows` holds 4·Q vectors of scratch.
 TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
@@ -154,22 +167,11 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     group_backward_dd(g, Dc, dcv, tDD, Q);
     group_add_md(g, Mc, Dc, tMD, Q);
     int own_scales = 0;
-    float scale = fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE];
-    if (scale > 1.0f) {
-        xE = xE / scale, xN = xN / scale, xC = xC / scale, xJ = xJ / scale, xB = xB / scale;
-        float reciprocal = 1.0f / scale;
-        for (int q = 0; q < Q; q++) {
-            Mc[q].v[z] = Mc[q].v[z] * reciprocal;
-            Dc[q].v[z] = Dc[q].v[z] * reciprocal;
-            Ic[q].v[z] = Ic[q].v[z] * reciprocal;
-        }
-    }
-    if (z == 0) {
-        float *x = bck->xmx + (tail_size_t)L * X_COUNT;
-        x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC, x[X_SCALE] = scale;
-    }
+    float x[X_COUNT] = {xE, xN, xJ, xB, xC, fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE]};
+    group_scale_row(z, Mc, Dc, Ic, Q, x, bck->xmx + (tail_size_t)L * X_COUNT);
 
     for (int i = L - 1; i >= 1; i--) {
+        xE = x[X_E], xN = x[X_N], xJ = x[X_J], xB = x[X_B], xC = x[X_C];
         const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
         for (int q = 0; q < Q; q++) emitted[q].v[z] = Mc[q].v[z] * e[q].v[z];
         float wrapped = from_right(g, emitted[0].v[z]);
@@ -198,26 +200,13 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         group_backward_dd(g, Dc, dcv, tDD, Q);
         group_add_md(g, Mc, Dc, tMD, Q);
         own_scales = own_scales || (double)xB > 1.0e16;
-        if (own_scales)
-            scale = xB > 1.0e4f ? xB : 1.0f;
-        else
-            scale = fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE];
-        if (scale > 1.0f) {
-            xE = xE / scale, xN = xN / scale, xJ = xJ / scale, xB = xB / scale, xC = xC / scale;
-            float reciprocal = 1.0f / scale;
-            for (int q = 0; q < Q; q++) {
-                Mc[q].v[z] = Mc[q].v[z] * reciprocal;
-                Dc[q].v[z] = Dc[q].v[z] * reciprocal;
-                Ic[q].v[z] = Ic[q].v[z] * reciprocal;
-            }
-        }
-        if (z == 0) {
-            float *x = bck->xmx + (tail_size_t)i * X_COUNT;
-            x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC, x[X_SCALE] = scale;
-        }
+        x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC;
+        x[X_SCALE] = own_scales ? (xB > 1.0e4f ? xB : 1.0f) : fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE];
+        group_scale_row(z, Mc, Dc, Ic, Q, x, bck->xmx + (tail_size_t)i * X_COUNT);
     }
 
     // Row 0: only B and N, from M(1); the sum runs q upward here.
+    xN = x[X_N];
     const f4 *e = om->rfv + dsq[0] * Q;
     float xBv = 0.0f;
     for (int q = 0; q < Q; q++) {
