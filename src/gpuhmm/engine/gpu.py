@@ -363,7 +363,8 @@ class GpuEngine:
         `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds."""
         with self._tail_slots, self._stream():
             device = _TailDevice(self)
-            outputs = tail_schedule.run(batch, device, min(tail_launch.ARENA_BUDGET, self.memory_bytes // 4))
+            budget = min(tail_launch.ARENA_BUDGET, self.memory_bytes // (tail_launch.CALLS_AT_ONCE + 1))
+            outputs = tail_schedule.run(batch, device, budget)
             if timing is not None:
                 device.add_times(timing)
             return outputs

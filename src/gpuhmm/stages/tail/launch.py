@@ -233,7 +233,8 @@ def text_bytes(Ld, M, lines):
     return _aligned(np.asarray(lines, np.int64) * (np.asarray(Ld, np.int64) + np.asarray(M, np.int64) + 1))
 
 
-#: Device memory one launch's region or envelope arenas may take (and at most a quarter of the GPU's).
+#: Device memory one launch's region or envelope arenas may take, and at most the GPU's over one
+#: more than the calls it runs at once (the rest holds the calls' pairs and outputs).
 ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once: each stage lasts as long as its longest item's serial chain, so
 #: other calls' stages fill the GPU meanwhile.

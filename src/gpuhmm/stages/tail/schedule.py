@@ -47,13 +47,14 @@ class _Run:
         self.put(**batch.inputs())
         self.put(models=batch.models.table(self.address("blob")))
         offsets = _exclusive(launch.space_bytes(L, M))
-        self.region_capacity = int((L // 2 + 1).sum())
+        # A region spans 2 residues at least; the kernel fails a pair whose regions do not fit.
+        self.region_capacity = int(min((L // 2 + 1).sum(), np.iinfo(np.int32).max // REGION_DTYPE.itemsize))
         self.place("space", device.empty(int(offsets[-1])))
+        self.place("regions", device.empty(self.region_capacity * REGION_DTYPE.itemsize))
         self.put(
             space_offsets=offsets[:-1].astype(np.uint64),
             pair_order=np.lexsort((-L, batch.pairs["model"])).astype(np.int32),
             state=np.zeros(npairs, launch.STATE_DTYPE),
-            regions=np.zeros(self.region_capacity, REGION_DTYPE),
             nfound=np.zeros(1, np.int32),
         )
         s = self.struct

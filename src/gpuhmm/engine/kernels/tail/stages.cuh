@@ -90,7 +90,8 @@ struct Tail {
     Rescored *rescored;  // per envelope task
     char *text;
     // Stage 4: pair p's envelopes are envelope tasks envelope_first[p] .. envelope_first[p + 1]
-    // (in region and envelope order); region_verdict[p] is the first status of its regions' stage 2.
+    // (in region and envelope order); region_verdict[p] is the first status of its regions' stage 2
+    // and takes precedence over the envelopes' (either sends the pair to pyhmmer).
     const int *envelope_first;
     const int *region_verdict;
     int *status;
