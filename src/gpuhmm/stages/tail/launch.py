@@ -3,7 +3,7 @@
 host-side terms (`scores`) the kernels read, the structs they share (stages.cuh), and the bytes
 each stage's items take.
 
-`schedule` runs a batch through the four stages; `readback` turns what they write into hit
+`schedule` runs a batch through the five stages; `readback` turns what they write into hit
 records. A pair whose status is not `OK` goes to pyhmmer.
 """
 
@@ -236,8 +236,7 @@ def text_bytes(Ld, M, lines):
 #: Device memory one launch's region or envelope arenas may take, and at most the GPU's over one
 #: more than the calls it runs at once (the rest holds the calls' pairs and outputs).
 ARENA_BUDGET = 16 << 30
-#: Calls a GPU runs at once: each stage lasts as long as its longest item's serial chain, so
-#: other calls' stages fill the GPU meanwhile.
+#: Calls a GPU runs at once, from the threads of a worker that share it.
 CALLS_AT_ONCE = 4
 #: Threads per item of each stage (parse, regions, envelopes, assemble, serialize): a lane group
 #: per pair for the parsers; otherwise the first thread works, and the regions and envelopes get
