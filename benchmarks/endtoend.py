@@ -140,6 +140,22 @@ def gpuhmm_search(backend, threads):
     return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--backend", backend, "--cpu", str(threads)]
 
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def recorded_path(path):
+    """A path as a result records it: relative to the repository where it lies inside it."""
+    text, root = str(path), str(REPOSITORY) + os.sep
+    return text[len(root) :] if text.startswith(root) else text
+
+
+def recorded(command, work):
+    """A command as a result records it: `python3` for this interpreter, `$WORK` for the
+    benchmark's scratch folder `work`, paths in the repository relative to it."""
+    words = ["python3" if word == sys.executable else recorded_path(word) for word in command]
+    return shlex.join(word.replace(str(work), "$WORK") for word in words)
+
+
 def run_timed(command, log_path, env=None):
     """Wall seconds of `command` (output to `log_path`); raises with the log's tail on failure."""
     with open(log_path, "wb") as handle:
@@ -551,7 +567,7 @@ def main(argv=None):
                 "write_fasta_s": round(written, 3),
                 "fasta_bytes": path.stat().st_size,
                 "requested_residues": target_residues,
-                "proteome": str(args.proteome),
+                "proteome": recorded_path(args.proteome),
                 "seed": args.seed,
                 "path": str(path) if args.keep else None,
             }
@@ -619,7 +635,7 @@ def main(argv=None):
             ]
             # The median run is reported: identical searches vary by seconds on one host.
             command, wall, summary, utilization = sorted(runs, key=lambda run: run[1])[len(runs) // 2]
-            result["gpuhmm_command"] = shlex.join(command)
+            result["gpuhmm_command"] = recorded(command, work)
             result["gpuhmm_runs"] = [
                 {
                     "wall_s": round(run_wall, 3),
@@ -730,7 +746,7 @@ def main(argv=None):
             )
             paths = table_paths(work / "hmmsearch")
             command = hmmsearch_command(hmmsearch_binary, threads, paths, state["models_path"], state["sub_path"])
-            entry["command"] = shlex.join(command)
+            entry["command"] = recorded(command, work)
             wall = run_timed(command, work / "hmmsearch.log")
             scale = result["residues"] / entry["residues"]
             entry.update(

@@ -88,6 +88,8 @@ from endtoend import (
     gpuhmm_search,
     open_models,
     plot,
+    recorded,
+    recorded_path,
     run_timed,
     stage_seconds,
     table_flags,
@@ -191,7 +193,7 @@ def mutated_database(proteome_path, target_residues, rate, seed):
             "acids, redrawn while equal to the residue replaced; lengths, descriptions and '*' kept; copy k "
             "renames S to S.m<k>"
         ),
-        "proteome": str(proteome_path),
+        "proteome": recorded_path(proteome_path),
         "proteome_sequences": len(kept),
         "proteome_residues": size,
         "proteome_duplicates_left_out": left_out,
@@ -402,7 +404,7 @@ def main(argv=None):
                 cpu_tail_cpu_s=summary_field(summary, "cpu_tail_cpu_s"),
             )
             result["gpuhmm"] = {
-                "command": shlex.join(command),
+                "command": recorded(command, work),
                 "runs_s": [round(run[2], 3) for run in runs],
                 "median_s": round(statistics.median(run[2] for run in runs), 3),
                 "gcups": round(result["cells"] / wall / 1e9, 2),
@@ -430,7 +432,7 @@ def main(argv=None):
             )
             result["filter_path_wall_s"] = round(wall, 3)
             result["filter_path"] = {
-                "command": shlex.join(command),
+                "command": recorded(command, work),
                 "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
             }
             log(f"filter path (--F3 1e-300): {wall:.1f} s")

@@ -51,6 +51,8 @@ from endtoend import (  # noqa: E402
     gpuhmm_search,
     open_models,
     read_summary,
+    recorded,
+    recorded_path,
     run_timed,
     table_flags,
     table_paths,
@@ -141,7 +143,7 @@ def main(argv=None):
     database = {
         "models_file": str(args.models),
         "first": args.first,
-        "proteome": str(args.proteome),
+        "proteome": recorded_path(args.proteome),
         "requested_residues": args.residues,
         "seed": args.seed,
         "db_shards": args.db_shards,
@@ -236,7 +238,7 @@ def main(argv=None):
         summary = read_summary(summary_path) or {}
         result["wall_s"][str(gpus)] = round(wall, 3)
         result["runs"][str(gpus)] = {
-            "command": f"CUDA_VISIBLE_DEVICES={visible} " + shlex.join(command),
+            "command": f"CUDA_VISIBLE_DEVICES={visible} " + recorded(command, work),
             "cluster": summary.get("cluster"),
             "stages": summary.get("stages"),
             "tasks": summary.get("tasks"),
