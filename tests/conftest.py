@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from helpers.data import DATA
+from helpers import data
 from helpers.tail import batch_cases
 
 
@@ -24,20 +26,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pfam_test_data():
-    """The test Pfam models and the test proteins (pyhmmer digital sequences)."""
-    import pyhmmer
-
-    alphabet = pyhmmer.easel.Alphabet.amino()
-    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
-        hmms = list(handle)
-    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=alphabet) as handle:
-        sequences = list(handle.read_block())
-    return hmms, sequences
+    """The test Pfam models and the test proteins (`helpers.data.pfam_test_data`, read once)."""
+    return data.pfam_test_data()
 
 
-@pytest.fixture(scope="session")
-def tail_cases(pfam_test_data):
-    """The tail's cases as one batch (`helpers.tail.batch_cases`)."""
-    return batch_cases(pfam_test_data)
+@pytest.fixture(scope="module")
+def tail_cases():
+    """The tail's cases as one batch (`helpers.tail.batch_cases`, built once)."""
+    return _tail_cases()
+
+
+@functools.cache
+def _tail_cases():
+    return batch_cases(data.pfam_test_data())

@@ -3,6 +3,7 @@ with them."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -57,3 +58,16 @@ def without_timing(text):
 def report_body(text):
     """A report without its header block and its timing lines."""
     return without_timing("".join(text.splitlines(keepends=True)[len(header_block(text)) :]))
+
+
+@functools.cache
+def pfam_test_data():
+    """The test Pfam models and the test proteins (pyhmmer digital sequences), read once."""
+    import pyhmmer
+
+    alphabet = pyhmmer.easel.Alphabet.amino()
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        hmms = list(handle)
+    with pyhmmer.easel.SequenceFile(str(DATA / "proteins.faa"), digital=True, alphabet=alphabet) as handle:
+        sequences = list(handle.read_block())
+    return hmms, sequences
