@@ -35,9 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
 from gpuhmm.hits import records  # noqa: E402
 from gpuhmm.stages import vitfilter
-from gpuhmm.stages.tail import launch, readback, scores  # noqa: E402
+from gpuhmm.stages.tail import launch, readback, scores, serialized  # noqa: E402
 from gpuhmm.stages.tail.profile import StripedProfile  # noqa: E402
-from gpuhmm.stages.tail.target import Target  # noqa: E402
 
 from endtoend import default_threads, gpu_name, gpu_tag, open_models  # noqa: E402
 
@@ -99,7 +98,7 @@ def main():
     pair_model, pair_sequence = (np.array(c) for c in zip(*pairs))
     settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), h) for h in hmms]
     pack = launch.ModelPack(profiles)
-    sequences = (residues, offsets, [Target.from_digital(p) for p in proteins])
+    sequences = (residues, offsets, serialized.NameTable.of_sequences(proteins))
     engine = GpuEngine()
     null1 = np.array([scores.null_one(int(lengths[s])) for s in pair_sequence], np.float32)
     batches = [

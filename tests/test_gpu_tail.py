@@ -9,7 +9,7 @@ import pytest
 
 from gpuhmm.hits import records
 from gpuhmm.search import gpu_problem
-from gpuhmm.stages.tail import launch, readback, scores
+from gpuhmm.stages.tail import launch, readback, scores, serialized
 
 from helpers.tail import CASES, SETTINGS, records_of, tables_of
 
@@ -31,8 +31,9 @@ def test_hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = zip(*pairs)
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
+    chosen_targets = (residues, offsets, serialized.NameTable.of(targets))
     batch = launch.TailBatch.build(
-        launch.ModelPack(profiles), (residues, offsets, targets), pair_model, pair_sequence, null1, pipelines, 42
+        launch.ModelPack(profiles), chosen_targets, pair_model, pair_sequence, null1, pipelines, 42
     )
     results = readback.read_back(batch, engine.tail(batch))
     assert [status for status, _, _ in results] == [launch.OK] * len(CASES)

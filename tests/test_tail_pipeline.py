@@ -10,7 +10,7 @@ import pyhmmer
 import pytest
 
 from gpuhmm.hits import records
-from gpuhmm.stages.tail import launch, readback, scores
+from gpuhmm.stages.tail import launch, readback, scores, serialized
 
 from helpers.tail import CASES, MULTI_DOMAIN_REGIONS, SETTINGS, records_of, run_batch, tables_of
 
@@ -23,8 +23,9 @@ def test_hits_and_tables_equal_pyhmmer(tail_cases, setting):
     pipelines = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), m) for m in models]
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
+    chosen_targets = (residues, offsets, serialized.NameTable.of(targets))
     batch = launch.TailBatch.build(
-        launch.ModelPack(profiles), (residues, offsets, targets), pair_model, pair_sequence, null1, pipelines, 42
+        launch.ModelPack(profiles), chosen_targets, pair_model, pair_sequence, null1, pipelines, 42
     )
     results = readback.read_back(batch, run_batch(batch))
     assert [status for status, _, _ in results] == [launch.OK] * len(pairs)
@@ -50,7 +51,7 @@ def test_multi_domain_cases_are_clustered(tail_cases):
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
     batch = launch.TailBatch.build(
         launch.ModelPack(profiles),
-        (residues, offsets, targets),
+        (residues, offsets, serialized.NameTable.of(targets)),
         pair_model,
         pair_sequence,
         null1,

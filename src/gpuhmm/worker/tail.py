@@ -17,7 +17,7 @@ import numpy as np
 
 from ..hits import records
 from ..stages.tail import launch, readback
-from ..stages.tail.target import Target
+from ..stages.tail.serialized import NameTable
 
 log = logging.getLogger("gpuhmm")
 
@@ -39,7 +39,7 @@ def finish(engine, shard, models, filter_models, outcomes, pipeline, seed):
         unique, pair_sequence = np.unique(positions, return_inverse=True)
         residues, offsets = shard.tail_sequences(unique)
         block = shard.subset(unique)
-        sequences = (residues, offsets, [Target.from_digital(s) for s in block])
+        sequences = (residues, offsets, NameTable.of_sequences(block))
         pack = launch.ModelPack([f.striped for f in filter_models])
         for part in launch.calls(len(pair_model)):
             batch = launch.TailBatch.build(

@@ -268,18 +268,16 @@ class TailBatch:
 
     @classmethod
     def build(cls, models, sequences, pair_model, pair_sequence, filter_scores, pipelines, seed):
-        """`sequences` are (residues, offsets, targets): every sequence's digital residues end to
-        end, where each starts (one more offset than sequences), and each as a `target.Target`."""
-        residues, offsets, targets = sequences
+        """`sequences` are (residues, offsets, names): every sequence's digital residues end to
+        end, where each starts (one more offset than sequences), and their `serialized.NameTable`."""
+        residues, offsets, names = sequences
         lengths = np.diff(offsets).astype(np.int32)
         pairs = np.zeros(len(pair_model), dtype=PAIR_DTYPE)
         pairs["model"], pairs["sequence"], pairs["filter_score"] = pair_model, pair_sequence, filter_scores
         L = lengths[pairs["sequence"]]
         pairs["nullsc"] = [null_one(int(n)) for n in L]
         pairs["log_length"] = [log_length(int(n)) for n in L]
-        return cls(
-            models, residues, np.asarray(offsets[:-1], np.int64), lengths, NameTable.of(targets), pairs, pipelines, seed
-        )
+        return cls(models, residues, np.asarray(offsets[:-1], np.int64), lengths, names, pairs, pipelines, seed)
 
     def nodes(self):
         """Each pair's model length M."""

@@ -12,6 +12,8 @@ import ctypes
 
 import numpy as np
 
+from ...hits.text import sequence_text
+
 _NAMES = ("name", "accession", "description")
 
 
@@ -42,9 +44,14 @@ class NameTable:
 
     @classmethod
     def of(cls, items):
-        """The names of models (`profile.StripedProfile`) or targets (`target.Target`): three
+        """The names of models (`profile.StripedProfile`) or targets (the same three fields): three
         strings each, name, accession and description (b"" where unset), as `table_names` reads."""
         return cls(getattr(item, name) or b"" for item in items for name in _NAMES)
+
+    @classmethod
+    def of_sequences(cls, sequences):
+        """The names of pyhmmer sequences, as `of` reads them from targets."""
+        return cls(text for sequence in sequences for text in sequence_text(sequence))
 
     def __getitem__(self, i):
         return self.blob[self.offsets[i] : self.offsets[i + 1]].tobytes()
