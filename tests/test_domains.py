@@ -16,7 +16,6 @@ import pyhmmer
 import pytest
 
 from gpuhmm.hits import records
-from gpuhmm.stages.tail.target import Target
 
 from helpers.tail import (
     CASES,
@@ -28,6 +27,7 @@ from helpers.tail import (
     unthresholded,
     without_garbage,
 )
+from oracle import records as oracle_records
 from oracle.pipeline import (
     forward_parser,
     null_one,
@@ -36,6 +36,7 @@ from oracle.pipeline import (
     search_target,
     target_domains,
 )
+from oracle.target import Target
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_hits_and_tables_equal_pyhmmer(tail, pfam_test_data, setting):
             hit = score_hit(profiles[name], target, fwdsc, definition, pipeline)
             if hit is not None:
                 ours.append(hit)
-        rebuilt = records.build_tophits(hmm, ours, pipeline)
+        rebuilt = oracle_records.build_tophits(hmm, ours, pipeline)
         assert records_of(rebuilt) == records_of(expected), (setting, name)
         assert rebuilt.__getstate__()["hit"] == expected.__getstate__()["hit"], (setting, name)
         assert tables_of(rebuilt) == tables_of(expected), (setting, name)
@@ -144,7 +145,7 @@ def test_records_round_trip_every_hit(pfam_test_data):
             assert records.encode_hit(hit) == data, (hmm.name, hit.name)
             decoded.append(unthresholded(hit))
         settings = records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, Z=len(sequences)), hmm)
-        rebuilt = records.build_tophits(hmm, decoded, settings)
+        rebuilt = oracle_records.build_tophits(hmm, decoded, settings)
         assert records_of(rebuilt) == records_of(hits), hmm.name
         assert tables_of(rebuilt) == tables_of(hits), hmm.name
         total += len(decoded)

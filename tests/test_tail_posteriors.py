@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from gpuhmm.stages.tail.profile import F32, special_transitions
-from gpuhmm.stages.tail.target import Target
 
 from helpers import tail_build
 from helpers.tail import striped_profiles
@@ -22,6 +21,7 @@ from oracle import decoding, null2, optacc
 from oracle.domaindef import define_domains
 from oracle.fwdback import SCALE, DPMatrix, N, RangeError, backward, forward
 from oracle.stotrace import FastRandomness, stochastic_trace
+from oracle.target import Target
 from oracle.trace import Trace as ReferenceTrace
 
 SHIM = r"""

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from gpuhmm.stages.tail.profile import F32, special_transitions
-from gpuhmm.stages.tail.target import Target
 
 from helpers import tail_build
 from helpers.tail import striped_profiles
@@ -20,6 +19,7 @@ from oracle import domaindef, fwdback
 from oracle.pipeline import forward_parser, target_domains
 from oracle.spensemble import Segments, cluster
 from oracle.stotrace import FastRandomness, _Sampler, choose, normalized, stochastic_trace
+from oracle.target import Target
 
 SHIM = r"""
 #include <cstdlib>

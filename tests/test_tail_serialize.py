@@ -16,11 +16,12 @@ from pyhmmer.easel import VectorU8
 
 from gpuhmm.hits import records
 from gpuhmm.hits.text import model_text
-from gpuhmm.stages.tail import launch, scores, serialized
-from gpuhmm.stages.tail.target import Target
+from gpuhmm.stages.tail import launch, serialized
 
 from helpers import tail_build
 from helpers.tail import CASES, SETTINGS, records_of, tables_of, unthresholded, without_garbage
+from oracle import records as oracle_records
+from oracle.target import Target
 
 F32 = np.float32
 
@@ -71,9 +72,9 @@ def flagged(hit, pipeline):
     bit cutoffs (scores.py's reading of them)."""
     domains = []
     for d in hit.domains:
-        reported, included = scores.domain_flags(pipeline, F32(d.bitscore), d.lnP)
+        reported, included = oracle_records.domain_flags(pipeline, F32(d.bitscore), d.lnP)
         domains.append(dataclasses.replace(d, is_reported=reported, is_included=included))
-    flags = scores.hit_flags(pipeline, F32(hit.score), hit.lnP)
+    flags = oracle_records.hit_flags(pipeline, F32(hit.score), hit.lnP)
     return dataclasses.replace(hit, flags=flags, domains=tuple(domains))
 
 

@@ -15,9 +15,9 @@ from gpuhmm.hits import records
 from gpuhmm.stages import vitfilter
 from gpuhmm.stages.tail import schedule
 from gpuhmm.stages.tail.profile import StripedProfile
-from gpuhmm.stages.tail.target import Target
 
 from . import tail_build
+from oracle.target import Target
 
 #: (model, index of the target in proteins.faa): what each adds.
 SINGLE_DOMAIN_REGIONS = (

@@ -8,7 +8,7 @@ p + 0.05 ≥ 1 gives '*', else the digit ⌊(p + 0.05)·10⌋.
 
 from __future__ import annotations
 
-from gpuhmm.hits.records import AlignmentRecord
+from .records import alignment_record
 
 
 def encode_posterior(p):
@@ -57,6 +57,6 @@ def create(trace, profile, target):
         annotation(profile.reference),
         annotation(profile.structure),
     )
-    return AlignmentRecord.of(
+    return alignment_record(
         profile, target, lines, hmmfrom=trace.k[z1], hmmto=trace.k[z2], sqfrom=trace.i[z1], sqto=trace.i[z2]
     )

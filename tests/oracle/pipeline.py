@@ -18,20 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from gpuhmm.hits.records import HitRecord
 from gpuhmm.stages.tail.profile import F32, special_transitions
-from gpuhmm.stages.tail.scores import (
-    FLOGSUM_SCALE,
-    domain_flags,
-    flogsum_table,
-    hit_flags,
-    log_length,
-    null_one,
-    reportable,
-)
+from gpuhmm.stages.tail.scores import FLOGSUM_SCALE, flogsum_table, log_length, null_one, reportable
 
 from .domaindef import define_domains
 from .fwdback import backward, forward
+from .records import domain_flags, hit_flags, hit_record
 from .stotrace import FastRandomness, kahan_sum
 
 LOG_OMEGA = math.log(1.0 / 256.0)  # log(bg->omega), the prior of the null2 model
@@ -119,7 +111,7 @@ def score_hit(profile, target, fwdsc, definition, pipeline):
         for d in domains
     ]
     flags = hit_flags(pipeline, seq_score, lnP)
-    return HitRecord.of(
+    return hit_record(
         target,
         inc_by_E=pipeline["inc_by_E"],
         flags=flags,
@@ -151,7 +143,7 @@ def target_domains(profile, target, fwd, seed=42):
 
 
 def search_target(profile, target, pipeline, filter_score=None, seed=42):
-    """`p7_Pipeline` from `p7_ForwardParser` on: the hit of `target` (a `stages.tail.target.Target`) for
+    """`p7_Pipeline` from `p7_ForwardParser` on: the hit of `target` (a `target.Target`) for
     `profile` (an `oprofile.StripedProfile`) under `pipeline` (see `score_hit`), or None. With
     `filter_score` (the bias filter's score, or null1 without that filter) the F3 test comes
     first."""

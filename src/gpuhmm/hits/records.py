@@ -6,7 +6,7 @@
 their IEEE bits); strings are NUL-terminated. pyhmmer's `TopHits.__getstate__` holds one such
 buffer per hit (`Hit.__getstate__`), and `__setstate__` reads them back with
 `p7_hit_Deserialize`; `decode_hit` and `encode_hit` are the two directions in Python, so hits
-computed outside pyhmmer become a `TopHits` (`build_tophits`) that pyhmmer's own writers print.
+computed outside pyhmmer become a `TopHits` (`tophits_of_buffers`) that pyhmmer's own writers print.
 
 Fields HMMER never sets in hmmsearch (`window_length`, `seqidx`, `subseq_start`, `iorf`, `jorf`)
 hold whatever memory held in pyhmmer's records; ours write 0. No writer reads them.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from pyhmmer.easel import DigitalSequenceBlock, VectorU8
+from pyhmmer.easel import DigitalSequenceBlock
 from pyhmmer.plan7 import TopHits
 
 #: `P7_HIT` flags that p7_Pipeline sets (`p7_hitflags_e`).
@@ -57,34 +57,6 @@ class AlignmentRecord:
     sqdesc: str
     mmline: str | None = None
     ntseq: str | None = None
-
-    @classmethod
-    def of(cls, profile, target, lines, *, hmmfrom, hmmto, sqfrom, sqto):
-        """`p7_alidisplay_Create`'s record of a domain of `target` (a `stages.tail.target.Target`)
-        aligned to `profile` (a `StripedProfile`): `lines` are model, mline, aseq, ppline, rfline
-        and csline, the last two None where the model has no such annotation."""
-        model, mline, aseq, ppline, rfline, csline = lines
-        return cls(
-            N=len(model),
-            hmmfrom=hmmfrom,
-            hmmto=hmmto,
-            M=profile.M,
-            sqfrom=sqfrom,
-            sqto=sqto,
-            L=len(target.residues),
-            model=model,
-            mline=mline,
-            aseq=aseq,
-            ppline=ppline,
-            rfline=rfline,
-            csline=csline,
-            hmmname=_as_text(profile.name),
-            hmmacc=_as_text(profile.accession or ""),
-            hmmdesc=_as_text(profile.description or ""),
-            sqname=_as_text(target.name),
-            sqacc=_as_text(target.accession),
-            sqdesc=_as_text(target.description),
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,46 +109,9 @@ class HitRecord:
     seqidx: int = 0
     subseq_start: int = 0
 
-    @classmethod
-    def of(cls, target, *, inc_by_E, flags, scores, lnPs, definition, best_domain, domains):
-        """The `P7_HIT` `p7_Pipeline` creates for `target` (a `stages.tail.target.Target`):
-        `scores` and `lnPs` are the (score, pre_score, sum_score) triples, `definition` is
-        (nexpected, nregions, nclustered, noverlaps, nenvelopes); the sort key is −lnP when
-        inclusion goes by E-value (`inc_by_E`), else the score."""
-        (score, pre_score, sum_score), (lnP, pre_lnP, sum_lnP) = scores, lnPs
-        nexpected, nregions, nclustered, noverlaps, nenvelopes = definition
-        return cls(
-            name=_as_text(target.name),
-            accession=_as_text(target.accession) or None,
-            description=_as_text(target.description) or None,
-            sortkey=-lnP if inc_by_E else float(score),
-            score=float(score),
-            pre_score=float(pre_score),
-            sum_score=float(sum_score),
-            lnP=lnP,
-            pre_lnP=pre_lnP,
-            sum_lnP=sum_lnP,
-            nexpected=float(nexpected),
-            nregions=int(nregions),
-            nclustered=int(nclustered),
-            noverlaps=int(noverlaps),
-            nenvelopes=int(nenvelopes),
-            flags=flags,
-            nreported=0,
-            nincluded=0,
-            best_domain=int(best_domain),
-            domains=tuple(domains),
-        )
-
 
 def _text(value):
     return value.encode("utf-8", "surrogateescape") + b"\0"
-
-
-def _as_text(value):
-    """A name as records hold it: text, whose bytes that are not UTF-8 are surrogate escapes
-    (as `decode_hit` reads them), from the bytes a target or profile holds."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 class _Reader:
@@ -413,17 +348,12 @@ def pipeline_settings(pipeline, query):
     return state
 
 
-def build_tophits(query, hits, pipeline):
-    """A pyhmmer TopHits for `query` holding `hits` (HitRecords in the order the targets were
-    searched) under `pipeline` (a TopHits state's pipeline dict), sorted and thresholded as
-    pyhmmer's `search_hmm` ends: `p7_tophits_SortBySortkey`, then `p7_tophits_Threshold`
-    (through `merge`, which clears the flags first unless bit cutoffs set them)."""
-    return tophits_of_buffers(query, [VectorU8(bytearray(encode_hit(hit))) for hit in hits], pipeline)
-
-
 def tophits_of_buffers(query, buffers, pipeline):
-    """`build_tophits` of hits already serialized: `buffers` is a list of their
-    `p7_hit_Serialize` records as pyhmmer VectorU8s, in the order the targets were searched."""
+    """A pyhmmer TopHits for `query` holding serialized hits (`buffers`: their `p7_hit_Serialize`
+    records as pyhmmer VectorU8s, in the order the targets were searched) under `pipeline` (a
+    TopHits state's pipeline dict), sorted and thresholded as pyhmmer's `search_hmm` ends:
+    `p7_tophits_SortBySortkey`, then `p7_tophits_Threshold` (through `merge`, which clears the
+    flags first unless bit cutoffs set them)."""
     state = {
         "_empty": False,
         "unsrt": buffers,

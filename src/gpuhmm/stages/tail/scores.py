@@ -1,8 +1,8 @@
 """The host's part of HMMER 3.4's scoring after the Forward filter (`src/p7_pipeline.c`,
 `src/p7_bg.c`, `src/impl_sse/p7_logsum.c`): what depends on glibc's double `log` of the target
 length alone (the null1 score and the length correction), `p7_FLogsum`'s table as
-`p7_FLogsumInit` builds it, and the reporting and inclusion decisions (`exp(lnP)·Z` against E in
-double) that `p7_Pipeline` makes at hit creation.
+`p7_FLogsumInit` builds it, and the reporting decision (`exp(lnP)·Z` against E in double) that
+`p7_Pipeline` makes at hit creation.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import functools
 import math
 
 import numpy as np
-
-from ...hits.records import IS_INCLUDED, IS_REPORTED
 
 F32 = np.float32
 FLOGSUM_SCALE, FLOGSUM_ENTRIES = F32(1000.0), 16000
@@ -41,19 +39,3 @@ def reportable(pipeline, score, lnP, by_E, E, T, Z):
     """`p7_pli_TargetReportable` and its siblings, for one setting pair (by E-value or score;
     the float32 score compared in double with the double threshold)."""
     return math.exp(lnP) * pipeline[Z] <= pipeline[E] if pipeline[by_E] else float(score) >= pipeline[T]
-
-
-def domain_flags(pipeline, bitscore, lnP):
-    """(is_reported, is_included) of a domain as `p7_Pipeline` sets them at hit creation: by the
-    model's own cutoffs under `--cut_*` (pyhmmer keeps those), else left to the thresholding."""
-    if not pipeline["use_bit_cutoffs"]:
-        return False, False
-    reported = reportable(pipeline, bitscore, lnP, "dom_by_E", "domE", "domT", "domZ")
-    return reported, reported and reportable(pipeline, bitscore, lnP, "incdom_by_E", "incdomE", "incdomT", "domZ")
-
-
-def hit_flags(pipeline, score, lnP):
-    """A new hit's flags: reported, and included by the model's own cutoffs, under `--cut_*`."""
-    if not pipeline["use_bit_cutoffs"]:
-        return 0
-    return IS_REPORTED | (IS_INCLUDED if reportable(pipeline, score, lnP, "inc_by_E", "incE", "incT", "Z") else 0)

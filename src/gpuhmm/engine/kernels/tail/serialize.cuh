@@ -1,7 +1,7 @@
 // HMMER 3.4's serialized hit record (src/p7_hit.c p7_hit_Serialize, src/p7_domain.c
 // p7_domain_Serialize, src/p7_alidisplay.c p7_alidisplay_Serialize) for a pair the tail finished:
 // the buffer a pyhmmer TopHits state holds per hit, byte for byte what hits/records.py's
-// encode_hit writes for the HitRecord of the same Hit and Domains.
+// encode_hit writes for the HitRecord of the same Hit and Domains (tests/oracle/records.py).
 //
 // Thread → data: one thread writes one hit's record, serially, to `out` (hit_record_bytes long);
 // nothing is allocated.

@@ -1,5 +1,5 @@
-"""A target sequence as the stages after the Forward filter read it: HMMER's `ESL_SQ` names and
-digital residues."""
+"""A target sequence as the reference of the stages after the Forward filter reads it: HMMER's
+`ESL_SQ` names and digital residues."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from ...hits.text import sequence_text
+from gpuhmm.hits.text import sequence_text
 
 
 @dataclasses.dataclass(frozen=True)
