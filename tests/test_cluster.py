@@ -25,14 +25,14 @@ import pyhmmer
 import pytest
 import yaml
 
-from gpuhmm import cluster
+from gpuhmm import cluster, engine, local
 from gpuhmm.cli import main
 from gpuhmm.db import database as seqdb
 from gpuhmm.db.models import ModelsOnDisk, read_models
 from gpuhmm.engine import cudadriver
 from gpuhmm.hits import tophits
 from gpuhmm.messages import SearchTask, SharedContext
-from gpuhmm.options import SearchOptions
+from gpuhmm.options import EngineSettings, SearchOptions
 from gpuhmm.worker import STATE, run_task
 from gpuhmm.worker.models import ConfiguredModels
 from gpuhmm.worker.shards import ResidentShards
@@ -116,19 +116,26 @@ class _StandInCUDACluster(distributed.LocalCluster):
 
 
 def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu(monkeypatch):
-    """dask-cuda's workers start from the fork server with gpuhmm's engine already imported
-    (spawned, they would not have imported it), each sees only its own GPU, and none creates
-    its CUDA context before it joins the cluster."""
+    """Two local GPUs take dask-cuda's workers, which start from the fork server with gpuhmm's
+    engine already imported (spawned, they would not have imported it); each sees only its own
+    GPU, and none creates its CUDA context before it joins the cluster."""
     stand_in = types.ModuleType("dask_cuda")
     stand_in.LocalCUDACluster = _StandInCUDACluster
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
-    with cluster.DaskExecutor(workers=2, gpus=2) as executor:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with cluster.start_executor(EngineSettings("gpu", cpus=2)) as executor:
+        assert isinstance(executor, cluster.DaskExecutor) and not executor.in_process
         imported = executor.client().run(lambda: "gpuhmm.worker" in sys.modules)
         # A call of its own, after the check: unpickling a function that names `worker` imports it.
         named = executor.client().run(lambda: (worker_name(), os.getpid()))
         visible = executor.client().run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         preloads = executor.client().run(lambda dask_worker: [preload.name for preload in dask_worker.preloads])
         address, dashboard = executor.client().scheduler.address, executor.client().dashboard_link
+        started = executor.client().cluster
+        executor.close_in_background()
+    # Closing in the background, and then on leaving the block: closed once close returns.
+    assert started.status == distributed.core.Status.closed
+    executor.close()  # again: nothing left to do
     assert list(imported.values()) == [True, True]
     # Workers run whatever code a client sends: the scheduler and dashboard take local clients only.
     assert address.startswith("tcp://127.0.0.1:")
@@ -154,19 +161,31 @@ class _StandInDriver:
         return call
 
 
-@pytest.mark.parametrize("gpus, opened", [(0, []), (1, ["cuInit"]), (2, ["cuInit"])])
-def test_an_executor_of_local_gpus_opens_the_cuda_driver_as_it_starts(monkeypatch, gpus, opened):
-    """The driver is opened (cuInit) before the cluster starts, so that the workers find their
-    GPUs set up; a CPU cluster leaves it alone."""
+@pytest.mark.parametrize(
+    "backend, gpus, opened",
+    [
+        ("cpu", 0, []),
+        ("gpu", 1, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]),  # and CuPy's start after it
+        ("gpu", 2, ["cuInit"]),
+    ],
+)
+def test_an_executor_of_local_gpus_starts_cuda_as_it_starts(monkeypatch, backend, gpus, opened):
+    """Several GPUs' cluster opens the driver (cuInit) before it starts, so that its workers
+    find their GPUs set up; one GPU, worked in this process, has its context made at once
+    (`local.start_gpu`); the CPU backend leaves CUDA alone."""
     calls = []
+    monkeypatch.setattr(cluster, "local_gpus", lambda backend, scheduler=None: gpus)
     monkeypatch.setattr(cluster, "_start_worker_forkserver", lambda: None)
     monkeypatch.setattr(cluster.DaskExecutor, "_start", lambda self: None)
+    monkeypatch.setattr(engine, "cupy_problem", lambda: None)  # CuPy's import, without CuPy, then fails
     monkeypatch.setattr(cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(calls))
-    cluster.DaskExecutor(workers=2, gpus=gpus)._starting.join()
+    executor = cluster.start_executor(EngineSettings(backend, cpus=2))
+    assert isinstance(executor, cluster.DaskExecutor if gpus > 1 else local.LocalExecutor)
     for thread in threading.enumerate():
-        if thread.name == "gpuhmm-cuda-driver":
+        if thread.name in ("gpuhmm-cuda-driver", "gpuhmm-cluster-start", local.CUDA_START_THREAD):
             thread.join()
-    assert calls == opened
+    # In this process, CuPy's own start follows where it is installed.
+    assert (calls[: len(opened)] if gpus == 1 else calls) == opened
 
 
 @pytest.mark.parametrize(
@@ -246,23 +265,35 @@ def test_the_smallest_tasks_go_to_the_worker_that_runs_ahead_whatever_their_shar
 
 
 def test_the_in_process_clusters_dashboard_listens_on_loopback_only():
-    """The dashboard answers on 127.0.0.1 and refuses this host's other address (the one its
-    link names), where there is one."""
-    with cluster.DaskExecutor(workers=1) as executor:
-        link = urllib.parse.urlparse(executor.client().dashboard_link)
+    """`gpuhmm cluster`'s cluster of one in-process worker: the dashboard answers on 127.0.0.1
+    and refuses this host's other address (the one its link names), where there is one."""
+    with cluster._local_cluster(1, 0) as started, distributed.Client(started) as client:
+        link = urllib.parse.urlparse(client.dashboard_link)
         socket.create_connection(("127.0.0.1", link.port), timeout=5).close()
         if link.hostname != "127.0.0.1":
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection((link.hostname, link.port), timeout=5)
 
 
-def test_a_cluster_closing_in_the_background_is_closed_once_close_returns():
-    executor = cluster.DaskExecutor(workers=1)
-    started = executor.client().cluster
-    executor.close_in_background()
-    executor.close()
-    assert started.status == distributed.core.Status.closed
-    executor.close()  # again: nothing left to do
+@pytest.mark.parametrize(
+    "backend, expected_cells, visible, gpus, counted",
+    [
+        ("gpu", None, 1, 1, True),
+        ("auto", None, 0, 0, True),
+        ("cpu", None, 2, 0, False),  # GPUs neither counted nor started
+        ("auto", 1.0, 2, 0, False),  # a job too small for the GPU
+    ],
+)
+def test_a_search_without_a_scheduler_on_one_gpu_at_most_runs_in_this_process(
+    monkeypatch, backend, expected_cells, visible, gpus, counted
+):
+    asked = []
+    monkeypatch.setattr(cluster, "local_gpus", lambda backend, scheduler=None: asked.append(backend) or visible)
+    with cluster.start_executor(EngineSettings(backend, cpus=3), expected_cells) as executor:
+        assert isinstance(executor, local.LocalExecutor) and executor.in_process
+        assert (executor.workers, executor.gpus, executor.scheduler) == (3, gpus, None)
+        assert executor.describe().endswith(", 3 thread(s)")
+    assert asked == ([backend] if counted else [])
 
 
 def test_resident_shards_keep_within_their_budget(tmp_path):

@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cluster import DaskExecutor, available_cpus, local_gpus
+from . import local
+from .cluster import available_cpus, start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models
 from .errors import GpuhmmError
@@ -25,7 +26,7 @@ from .output import merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
 from .output.report_header import ReportHeader, header_options
-from .search import resolve_backend, run_scan, run_search
+from .search import auto_choice, resolve_backend, run_scan, run_search
 from .shuffle import significance
 from .worker import STATE, prepare_worker
 
@@ -36,8 +37,8 @@ log = logging.getLogger("gpuhmm")
 class _Job:
     """One search or scan as asked for: the program whose outputs it writes, its inputs as the
     user named them, its settings, and the command line that the tables' footer names.
-    `executor` is a `DaskExecutor` already starting and `read_ahead` a `ReadAhead` of the
-    sequences already reading (the CLI starts both before its imports)."""
+    `executor` is an executor already started (`cluster.start_executor`) and `read_ahead` a
+    `ReadAhead` of the sequences already reading (the CLI starts both before its imports)."""
 
     program: str  # hmmsearch | phmmer | hmmscan
     queries: object  # the HMM file, or phmmer's query sequences, as outputs name them (`memory.name`)
@@ -46,7 +47,7 @@ class _Job:
     outputs: OutputFiles
     engine: EngineSettings
     command: str
-    executor: DaskExecutor | None = None
+    executor: object = None
     read_ahead: object = None
     phmmer: PhmmerOptions | None = None  # phmmer's own options
     given: tuple = ()  # the queries and the sequences themselves: paths, or pyhmmer objects
@@ -161,7 +162,7 @@ def hmmscan(
 class _Run:
     """What the prelude of a search or scan sets up."""
 
-    executor: DaskExecutor
+    executor: object  # `cluster.start_executor`'s
     backend: str
     cpus: int
     hmms: list
@@ -176,10 +177,10 @@ class _Run:
 
 @contextlib.contextmanager
 def _prepared(job, read_models, models_reread=False):
-    """The prelude every search and scan shares: check the outputs, start the cluster, read the
-    models, prepare the workers and open the database; the cluster closes when the block ends.
-    Standard input (`-`) and other streams are read once, into a temporary file; errors still
-    name them as the user did.
+    """The prelude every search and scan shares: check the outputs, start the executor, read the
+    models, choose the backend, prepare the workers and open the database; the executor closes
+    when the block ends. Standard input (`-`) and other streams are read once, into a temporary
+    file; errors still name them as the user did.
 
     `models_reread`: read_models(path) gives the models of the file as they are, so workers in
     other processes may read the file themselves (`ModelsOnDisk`), and every GPU worker
@@ -190,30 +191,45 @@ def _prepared(job, read_models, models_reread=False):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.threads or available_cpus()
-    executor = job.executor or DaskExecutor(engine.scheduler, cpus, gpus=local_gpus(engine.backend, engine.scheduler))
+    executor = job.executor or start_executor(engine, local.expected_cells(*job.given, job.program == "phmmer"))
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
         queries_path, sequences_path = (_readable(given, cleanup) for given in job.given)
-        backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler)
         started = time.perf_counter()
         hmms = read_models(queries_path)
         searched = (
             models.ModelsOnDisk.of(queries_path, hmms) if models_reread and memory.is_file(queries_path) else hmms
         )
-        run = _Run(executor, backend, cpus, hmms, searched, (queries_path, None))
+        run = _Run(executor, engine.backend, cpus, hmms, searched, (queries_path, None))
         run.timed("read models", started)
+        if not memory.is_file(sequences_path):
+            started = time.perf_counter()
+            sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
+            run.timed("write sequences", started)
+        residues = _residues(sequences_path)
+        cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues
+        run.backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler, cells, cpus)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
         started = time.perf_counter()
-        executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], backend, engine.shard_memory, searched)
+        executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, searched)
         run.timed("prepare workers", started)
         started = time.perf_counter()
-        if not memory.is_file(sequences_path):
-            sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
         run.database = _open_database(sequences_path, hmms, engine.db_shards, cleanup, executor, job.read_ahead)
         run.inputs = (queries_path, sequences_path)
         run.timed("database", started)
+        if engine.backend == "auto":
+            log.info(auto_choice(run.backend, cells, cpus))
         yield run
+
+
+def _residues(sequences):
+    """The database's residues before it is read: a makedb database's own count, else the
+    FASTA file's size (`local.input_bytes`), a little more."""
+    path = Path(sequences)
+    if path.is_dir() or path.name == seqdb.MANIFEST:
+        return seqdb.SequenceDatabase.open(path).residues
+    return local.input_bytes(path)
 
 
 def _readable(name, cleanup):
@@ -269,11 +285,15 @@ def _search(job, read_models, models_reread=False, queries=None):
             run.backend,
             cluster,
         )
+        searching = time.time()
         result = run_search(
             run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domaindef
         )
         run.executor.close_in_background()
         run.stages.append({"name": "search", "seconds": result.wall_seconds})
+        first_kernel = local.first_kernel_seconds(STATE.gpu_engine if run.executor.in_process else None, searching)
+        if first_kernel is not None:
+            log.info("first GPU kernel launched %.2fs after the process started", first_kernel)
 
         started = time.perf_counter()
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
@@ -290,7 +310,7 @@ def _search(job, read_models, models_reread=False, queries=None):
             summary.write_summary(
                 outputs.summary,
                 outputs.summary_tsv,
-                dict(record, models=summary.model_counts(merged), stages=run.stages),
+                dict(record, models=summary.model_counts(merged), stages=run.stages, first_kernel_s=first_kernel),
             )
         if outputs.shuffle_out:
             # Last, once every other output is written: an interrupted shuffle leaves them whole.

@@ -86,9 +86,10 @@ def _engine(args):
 
 
 def _search(args, command):
-    """`search`, `phmmer` and `scan`: the cluster and the reading of a FASTA file start first,
-    since Dask takes longer to import and start than everything else."""
-    from .cluster import DaskExecutor, available_cpus, local_gpus
+    """`search`, `phmmer` and `scan`: the executor (a Dask cluster, or a pool of threads here
+    starting the GPU) and the reading of a FASTA file start first, before the imports."""
+    from .cluster import start_executor
+    from .local import expected_cells
 
     options, outputs, engine = _options(args), _outputs(args), _engine(args)
     phmmer = {"builder": _phmmer_options(args)} if args.command == "phmmer" else {}
@@ -100,8 +101,7 @@ def _search(args, command):
     # callers of its own (a few stat calls).
     query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
     check_outputs(outputs.named(), (query_file, args.seqfile))
-    cpus = engine.threads or available_cpus()
-    executor = DaskExecutor(args.scheduler, cpus, gpus=local_gpus(args.backend, args.scheduler))
+    executor = start_executor(engine, expected_cells(query_file, args.seqfile, args.command == "phmmer"))
     read_ahead = _start_reading(args, executor)
     from . import api
 
@@ -177,7 +177,7 @@ def _merge(args, command):
 
 
 def _log_to_stderr():
-    """gpuhmm's own progress lines on stderr; Dask's logging stays at its warnings."""
+    """gpuhmm's own progress lines on stderr; Dask's logging, where it runs, stays at its warnings."""
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s gpuhmm: %(message)s", datefmt="%H:%M:%S"))
@@ -232,7 +232,7 @@ def main(argv=None):
 def run():
     """The console script: `main`, then exit without the interpreter's slow teardown.
 
-    Every output is closed and the Dask cluster shut down by the time `main` returns.
+    Every output is closed and the executor shut down by the time `main` returns.
     """
     status = main()
     sys.stdout.flush()

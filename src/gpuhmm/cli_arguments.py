@@ -174,11 +174,17 @@ def _add_search_arguments(parser, program="hmmsearch"):
         _add_phmmer_options(parser)
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
-    engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")
+    engine.add_argument(
+        "--backend",
+        metavar=f"{{{','.join(BACKENDS)}}}",
+        default="auto",
+        help="filter backend; auto: the GPU where one is usable and the job is large enough [auto]",
+    )
     engine.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="a running Dask scheduler, or the scheduler file of `gpuhmm cluster` [start a LocalCluster]",
+        help="a running Dask scheduler, or the scheduler file of `gpuhmm cluster` "
+        "[run in this process; a Dask worker per GPU where several are visible]",
     )
     engine.add_argument(
         "--db-shards",

@@ -1,14 +1,15 @@
 """The Dask side: the only module that imports dask/distributed (and dask_cuda).
 
-A search runs its tasks on a Dask cluster: an existing scheduler (`--scheduler ADDRESS`, e.g.
-a `dask scheduler` with workers on many nodes) or one started here. On a node with several
-GPUs that is dask_cuda's `LocalCUDACluster`, one worker process per GPU; otherwise a
-`LocalCluster` of one in-process worker with one thread per core (pyhmmer releases the GIL),
-whose tasks share the database shards held in memory. Task arguments are serialized, so they
-stay small (a database is passed by reference to its files or to shards held in memory).
-Where a cluster has several workers, each database shard has a home worker that its tasks
-prefer, so that it is loaded once and stays resident there; the last, smallest tasks go to
-whichever worker is free first (`FLOATING_SHARE`).
+`start_executor` picks what runs a search's tasks. An existing scheduler (`--scheduler ADDRESS`,
+e.g. a `dask scheduler` with workers on many nodes, or `gpuhmm cluster`), or several GPUs on this
+node, take Dask: for the GPUs, dask_cuda's `LocalCUDACluster`, one worker process per GPU.
+Otherwise the tasks run on a pool of threads in this process (`local.LocalExecutor`), without
+Dask. Task arguments are serialized, so they stay small (a database is passed by reference to
+its files). Where a cluster has several workers, each database shard has a home worker that its
+tasks prefer, so that it is loaded once and stays resident there; the last, smallest tasks go
+to whichever worker is free first (`FLOATING_SHARE`). `gpuhmm cluster` (`serve`) runs a
+cluster that outlives the searches: dask_cuda's for several GPUs, else a `LocalCluster` of one
+in-process worker with one thread per core.
 """
 
 from __future__ import annotations
@@ -29,15 +30,13 @@ import time
 
 from .engine import cudadriver
 from .errors import GpuhmmError
+from .local import LocalExecutor, Progress, may_use_gpu
 
 log = logging.getLogger("gpuhmm")
 
-#: How often a long search reports progress, at most.
-PROGRESS_SECONDS = 10.0
-
-#: The in-process worker shares the GIL with pyhmmer's threads. Dask's statistical profiler
-#: (a stack walk of every thread each 10 ms) and its 20 ms event-loop tick would take it
-#: from them all run long; tasks last seconds, so coarse housekeeping loses nothing.
+#: `gpuhmm cluster`'s in-process worker shares the GIL with pyhmmer's threads. Dask's
+#: statistical profiler (a stack walk of every thread each 10 ms) and its 20 ms event-loop tick
+#: would take it from them all run long; tasks last seconds, so coarse housekeeping loses nothing.
 QUIET_WORKER = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
@@ -100,6 +99,23 @@ def _visible_gpus():
 def available_cpus():
     """The cores this process may run on (a batch job's allocation, not the whole node)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def start_executor(engine, expected_cells=None):
+    """What runs the tasks of a search with `engine`'s settings (`options.EngineSettings`), started
+    now: a `DaskExecutor` for a running scheduler or several local GPUs, else a `LocalExecutor`
+    of `--cpu` threads in this process. Where the GPU backend may run (`local.may_use_gpu`:
+    `--backend gpu`, or `auto` and a job of `expected_cells`, an estimate or None, large enough),
+    the GPUs are counted and a `LocalExecutor` starts its GPU as it is made; a job too small for
+    the GPU takes neither."""
+    workers = engine.threads or available_cpus()
+    if engine.scheduler:
+        return DaskExecutor(engine.scheduler, workers)
+    gpu = may_use_gpu(engine.backend, expected_cells, workers)
+    gpus = local_gpus(engine.backend) if gpu else 0
+    if gpus > 1:
+        return DaskExecutor(None, workers, gpus)
+    return LocalExecutor(workers, gpus, warm_gpu=gpu)
 
 
 @functools.cache
@@ -274,11 +290,14 @@ def _scheduler_target(scheduler):
 
 
 class DaskExecutor:
-    """Runs tasks on Dask and yields their results as they complete, reporting progress.
+    """Runs tasks on Dask and yields their results as they complete, reporting progress: on a
+    running `scheduler`'s workers, or on a cluster of a worker per local GPU (`gpus`, several).
 
     The cluster starts in a background thread at construction, so that importing Dask and
     starting workers overlaps with reading the inputs.
     """
+
+    in_process = False  # the workers are other processes, which read the database's files
 
     def __init__(self, scheduler=None, workers=1, gpus=0):
         self.scheduler = scheduler
@@ -312,12 +331,9 @@ class DaskExecutor:
                 return
             self._cluster = _local_cluster(self.workers, self.gpus)
             self._client = distributed.Client(self._cluster)
-            if not self.in_process:
-                log.info(
-                    "Dask cluster started in %.1fs (Dask imported in %.1fs)",
-                    time.perf_counter() - self._asked_at,
-                    imported,
-                )
+            log.info(
+                "Dask cluster started in %.1fs (Dask imported in %.1fs)", time.perf_counter() - self._asked_at, imported
+            )
         except BaseException as error:  # re-raised in the caller's thread by client()
             self._error = error
 
@@ -330,11 +346,6 @@ class DaskExecutor:
                 )
             raise self._error
         return self._client
-
-    @property
-    def in_process(self):
-        """Whether the workers run in this process (and can share its memory)."""
-        return self.scheduler is None and self.gpus <= 1
 
     def _workers(self):
         """The cluster's workers now: address → Dask's description."""
@@ -350,13 +361,7 @@ class DaskExecutor:
         """Run setup(*arguments, threads=the worker's thread count) on every worker now, and on
         any worker that joins later (one that replaces a lost worker, say), through a Dask
         worker plugin. A later search's plugin replaces this one. setup should start long work
-        in the background and return at once.
-
-        Workers in this process are this process: setup runs here at once, without waiting for
-        the cluster to start, so that its work overlaps the start and the reading of the inputs."""
-        if self.in_process:
-            setup(*arguments, threads=self.workers)
-            return
+        in the background and return at once."""
         self.client().register_plugin(_search_plugin()(setup, arguments), name="gpuhmm-search")
 
     def worker_count(self):
@@ -390,28 +395,11 @@ class DaskExecutor:
             # Larger tasks were put first; a higher priority keeps Dask from reordering them.
             future = client.submit(function, item, shared_future, pure=False, priority=len(items) - index, **placement)
             futures[future] = weight
-        started = last_report = time.perf_counter()
-        log.info("search: %d tasks submitted in %.1fs", len(futures), started - submitting)
-        done_cells = 0
+        progress = Progress(cells, submitting)
         # Results are gathered as tasks complete, not one request per result in this loop:
         # tasks that end together would otherwise wait for each other's transfers in turn.
-        completed = distributed.as_completed(futures, with_results=True)
-        for done, (future, result) in enumerate(completed, start=1):
-            done_cells += futures[future]
-            now = time.perf_counter()
-            if done == len(futures) or now - last_report >= PROGRESS_SECONDS:
-                last_report = now
-                fraction = done_cells / total_cells
-                eta = (now - started) * (1 - fraction) / fraction if fraction else float("nan")
-                log.info(
-                    "search: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
-                    done,
-                    len(futures),
-                    100 * fraction,
-                    done_cells / max(now - started, 1e-9) / 1e9,
-                    now - started,
-                    eta,
-                )
+        for future, result in distributed.as_completed(futures, with_results=True):
+            progress.completed(futures[future])
             yield result
 
     def close_in_background(self):
@@ -438,7 +426,7 @@ class DaskExecutor:
         except Exception as error:  # the results are in: a worker slow to stop does not undo them
             log.warning("closing the Dask cluster: %s", error)
             return
-        if self._cluster is not None and not self.in_process:
+        if self._cluster is not None:
             log.info("Dask cluster closed in %.1fs", time.perf_counter() - closing)
 
     def __enter__(self):

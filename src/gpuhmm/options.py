@@ -31,6 +31,11 @@ MIN_SHUFFLES = 10
 
 #: `--backend`: where the filters run; `--domaindef`: where the GPU backend runs domain definition.
 BACKENDS = ("auto", "cpu", "gpu")
+#: `--backend auto` runs a job on the CPU, GPU or not, below this many cells (Σ M × residues)
+#: per worker thread: the GPU's start (CUDA, CuPy, kernels) costs more than it saves. The CPU
+#: path's rate grows with its threads and the GPU's start does not, so the cut-off grows with
+#: them too. `benchmarks/auto_cutoff.py` measures the crossover.
+AUTO_GPU_MIN_CELLS_PER_THREAD = 1e10
 DOMAINDEFS = ("cpu", "gpu")
 
 

@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import threading
+import time
 
 from . import kernelcache  # before CuPy, which reads the cache folder as it is imported
 
@@ -98,6 +99,7 @@ class GpuEngine:
         self._cache_failures = 0
         self._thread = threading.local()
         self._tail_slots = threading.BoundedSemaphore(tail_launch.CALLS_AT_ONCE)
+        self.first_launch = None  # Unix seconds of its first filter launch (`f1_sieve`)
 
     @contextlib.contextmanager
     def _stream(self):
@@ -312,6 +314,8 @@ class GpuEngine:
         sequences = shard.sequences
         rows = sum(len(parameters) for *_, parameters in host)
         with self._stream():
+            if self.first_launch is None:
+                self.first_launch = time.time()
             outcome = cupy.empty((rows, sequences), dtype=np.uint8)
             scores = cupy.empty((rows, sequences), dtype=np.float32)
             terms = (self.resident(shard.tjb), self.resident(shard.null1), self.resident(shard.msv_sequences[2]))

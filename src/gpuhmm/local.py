@@ -1,0 +1,245 @@
+"""A search in this process, without Dask: a pool of threads, and the GPU warmed as it starts.
+
+A search with no `--scheduler` and at most one local GPU runs its tasks on `LocalExecutor`, a
+pool of `--cpu` threads in this process (pyhmmer and the GPU engine release the interpreter
+lock), which shares the database shards held in memory. It starts at once: no Dask to import,
+no cluster to start. Where the GPU backend may run, it starts the GPU in the background as it is
+made (`start_gpu`), while the inputs are read. `Progress` is the progress lines every executor
+logs; `process_started` and `expected_cells` serve the run summary and `--backend auto`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import struct
+import threading
+import time
+from pathlib import Path
+
+from . import options
+
+log = logging.getLogger("gpuhmm")
+
+#: When this module was imported (Unix seconds): the process's start where /proc does not say.
+_IMPORTED = time.time()
+
+#: How often a long search reports progress, at most.
+PROGRESS_SECONDS = 10.0
+
+#: Bytes per model node of HMMER's binary model files, uncompressed; its text files take more, so
+#: that an estimate of a file's nodes from its size errs towards the GPU.
+NODE_BYTES = 200
+
+#: What a task dropped after another failed gives.
+_DROPPED = object()
+
+#: The threads that start the GPU, by name.
+CUDA_START_THREAD, WARM_UP_THREAD = "gpuhmm-cuda-start", "gpuhmm-gpu-warm-up"
+
+
+class Progress:
+    """A run's progress lines: once its tasks are submitted, at most every PROGRESS_SECONDS
+    then, and when the last completes. `cells` weighs each task."""
+
+    def __init__(self, cells, submitting):
+        self.tasks, self.total_cells = len(cells), sum(cells) or 1
+        self.done = self.done_cells = 0
+        self.started = self.reported = time.perf_counter()
+        log.info("search: %d tasks submitted in %.1fs", self.tasks, self.started - submitting)
+
+    def completed(self, weight):
+        self.done += 1
+        self.done_cells += weight
+        now = time.perf_counter()
+        if self.done == self.tasks or now - self.reported >= PROGRESS_SECONDS:
+            self.reported = now
+            fraction = self.done_cells / self.total_cells
+            eta = (now - self.started) * (1 - fraction) / fraction if fraction else float("nan")
+            log.info(
+                "search: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
+                self.done,
+                self.tasks,
+                100 * fraction,
+                self.done_cells / max(now - self.started, 1e-9) / 1e9,
+                now - self.started,
+                eta,
+            )
+
+
+class LocalExecutor:
+    """Runs tasks on a pool of `workers` threads in this process and yields their results as they
+    complete, reporting progress: `cluster.DaskExecutor`'s interface, for one worker (this
+    process) with at most one GPU. Tasks run in the order given; a task's error is raised in the
+    caller, and the tasks not yet started are dropped. With `warm_gpu`, the GPU starts in the
+    background at once (`start_gpu`)."""
+
+    scheduler = None
+    in_process = True  # the worker is this process, and shares its memory
+
+    def __init__(self, workers=1, gpus=0, warm_gpu=False):
+        self.workers, self.gpus = workers, gpus
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="gpuhmm-task")
+        self._closing = None
+        self._closing_lock = threading.Lock()
+        if warm_gpu:
+            start_gpu()
+
+    def describe(self):
+        return f"in-process: 1 worker(s), {self.workers} thread(s)"
+
+    def worker_count(self):
+        return 1
+
+    def prepare_workers(self, setup, *arguments):
+        """Run setup(*arguments, threads=the pool's thread count) here, now."""
+        setup(*arguments, threads=self.workers)
+
+    def run(self, function, items, cells, shards, shared):
+        """Yield function(item, shared) for every item as it completes; items start in the order
+        given (largest first: `cells` weighs each). One worker holds every shard, so `shards`
+        places nothing. Once a task fails, or the caller stops, the tasks not yet started are
+        dropped."""
+        progress = Progress(cells, time.perf_counter())
+        stopped = threading.Event()
+
+        def task(item):
+            if stopped.is_set():
+                return _DROPPED
+            try:
+                return function(item, shared)
+            except BaseException:
+                stopped.set()
+                raise
+
+        futures = {self._pool.submit(task, item): weight for item, weight in zip(items, cells)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                result = future.result()
+                if result is not _DROPPED:  # the failed task's error is still to come
+                    progress.completed(futures[future])
+                    yield result
+        finally:
+            stopped.set()
+            for future in futures:
+                future.cancel()
+
+    def close_in_background(self):
+        """Start shutting the pool down, and return; `close()` then waits for it."""
+        with self._closing_lock:
+            if self._closing is None:
+                self._closing = threading.Thread(
+                    target=self._pool.shutdown, kwargs={"cancel_futures": True}, name="gpuhmm-pool-close", daemon=True
+                )
+                self._closing.start()
+
+    def close(self):
+        self.close_in_background()
+        self._closing.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, failure, *exc):
+        if failure is None:
+            self.close()
+        else:  # tasks still running finish on their own: the error need not wait for them
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        return False
+
+
+def start_gpu():
+    """Start the GPU in the background, as far as a search's first kernel needs: CUDA's context
+    (through the driver, off the interpreter lock), and meanwhile CuPy, the engine and the
+    kernels every search runs (`GpuEngine.preload`); the kernels of the search's own models
+    follow once they are read (`worker.prepare_worker`). Nothing where CuPy is not installed; a
+    failure is left to the search, which reports it in full."""
+    from . import engine
+
+    if engine.cupy_problem() is not None:
+        return
+    threading.Thread(target=_start_cuda, name=CUDA_START_THREAD, daemon=True).start()
+    threading.Thread(target=_warm_up, name=WARM_UP_THREAD, daemon=True).start()
+
+
+def _start_cuda():
+    from .engine import cudadriver
+
+    cudadriver.retain_primary_context()
+
+
+def _warm_up():
+    from . import engine
+
+    try:
+        if engine.gpu_problem() is None:
+            from .worker import STATE
+
+            STATE.engine().preload(())
+    except Exception as error:  # the search meets it again, and reports it
+        log.debug("warming the GPU up failed: %s", error)
+
+
+def process_started():
+    """When this process started, in Unix seconds: Linux's record of it (/proc), or else when
+    this module was imported."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            # The fields after the command's name, which may hold spaces, from the third on.
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+        return time.time() - uptime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+
+
+def first_kernel_seconds(engine, since):
+    """Seconds from this process's start to `engine`'s first filter kernel, where it launched
+    one at `since` (Unix seconds) or later; None otherwise (a CPU search, workers elsewhere, or
+    an engine an earlier search of this process started)."""
+    launched = getattr(engine, "first_launch", None)
+    if launched is None or launched < since:
+        return None
+    return round(launched - process_started(), 3)
+
+
+def input_bytes(path):
+    """The bytes a search reads from `path`: a file's, gzip's uncompressed (its trailer's count),
+    a directory's files' together; None for a stream or what is not a path."""
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "-":
+        return None
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+        if not path.is_file():
+            return None
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            handle.seek(-4, os.SEEK_END)
+            # The trailer counts modulo 2**32: a larger file is at least its compressed size.
+            return max(size, struct.unpack("<I", handle.read(4))[0])
+    except OSError:
+        return None
+
+
+def expected_cells(queries, sequences, queries_are_sequences=False):
+    """Cells (Σ M × residues) a search may cover, from its files' sizes alone, before they are
+    read: an estimate erring high (a FASTA file's bytes for its residues, `NODE_BYTES` per model
+    node, a query's residues for its nodes); None where a size is unknown."""
+    nodes, residues = input_bytes(queries), input_bytes(sequences)
+    if nodes is None or residues is None:
+        return None
+    return (nodes if queries_are_sequences else nodes / NODE_BYTES) * residues
+
+
+def may_use_gpu(backend, cells, threads):
+    """Whether a search may run on the GPU backend: asked for, or `auto` with `cells` (None:
+    unknown) at least `options.AUTO_GPU_MIN_CELLS_PER_THREAD` per thread."""
+    if backend == "auto":
+        return cells is None or cells >= options.AUTO_GPU_MIN_CELLS_PER_THREAD * threads
+    return backend == "gpu"
