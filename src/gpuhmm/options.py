@@ -35,7 +35,7 @@ BACKENDS = ("auto", "cpu", "gpu")
 #: per worker thread: the GPU's start (CUDA, CuPy, kernels) costs more than it saves. The CPU
 #: path's rate grows with its threads and the GPU's start does not, so the cut-off grows with
 #: them too. `benchmarks/auto_cutoff.py` measures the crossover.
-AUTO_GPU_MIN_CELLS_PER_THREAD = 1e10
+AUTO_GPU_MIN_CELLS_PER_THREAD = 8.2e10
 DOMAINDEFS = ("cpu", "gpu")
 
 
