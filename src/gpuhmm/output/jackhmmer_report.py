@@ -113,9 +113,9 @@ class JackhmmerReport:
 
 def write_outputs(queries, paths, checkpoints, report):
     """Write for `queries` (in file order, each with its rounds) what `paths` names
-    ("output", "alignments", "tblout", "domtblout": a path or None) and each checkpoint file
-    (`checkpoints`: path → ("hmm" | "sto", round)), all together (`files.written_together`).
-    What goes to /dev/null is not formatted."""
+    ("output", "alignments", "tblout", "domtblout": a path or None) and the checkpoint file
+    of each round run (`checkpoints`: path → ("hmm" | "sto", round)), all together
+    (`files.written_together`). What goes to /dev/null is not formatted."""
     writers = {
         "output": lambda handle: _write_report(handle, queries, report),
         "alignments": lambda handle: _write_alignments(handle, queries, report.settings.textw),
@@ -123,8 +123,12 @@ def write_outputs(queries, paths, checkpoints, report):
         "domtblout": lambda handle: _write_table(handle, queries, "domains", report),
     }
     wanted = [(path, writers[kind]) for kind, path in paths.items() if path is not None]
+    rounds = max((len(query.rounds) for query in queries), default=0)
     for path, (kind, number) in checkpoints.items():
-        wanted.append((path, lambda handle, kind=kind, number=number: _write_checkpoint(handle, queries, kind, number)))
+        if number <= rounds:  # jackhmmer opens a round's checkpoint file as the round ends
+            wanted.append(
+                (path, lambda handle, kind=kind, number=number: _write_checkpoint(handle, queries, kind, number))
+            )
     wanted = [(path, writer) for path, writer in wanted if path != os.devnull]
     with written_together([path for path, _ in wanted]) as handles:
         for handle, (_, writer) in zip(handles, wanted):
