@@ -244,3 +244,9 @@ def test_checkpoint_into_a_missing_folder_leaves_no_output(tmp_path):
     process = run_gpuhmm("jackhmmer", *outputs, QUERIES, PROTEINS, check=False, cwd=tmp_path)
     assert process.returncode == 1 and "missing" in process.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_model_easel_cannot_build_is_one_line(tmp_path):
+    """--eentexp's root finder fails on one query's second alignment, where the binary aborts
+    ("xl,xr do not bracket a root"): one line naming the query and the round, no output."""
+    _refused(tmp_path, "--eentexp", QUERIES, PROTEINS, words=("HG003686_309", "round 2", "do not bracket a root"))

@@ -244,7 +244,7 @@ def build_parser():
     )
     jackhmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
     jackhmmer.add_argument("seqfile", metavar="SEQFILE", help=sequences)
-    add_jackhmmer_arguments(jackhmmer)
+    _add_jackhmmer_arguments(jackhmmer)
 
     makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
     makedb.add_argument("seqfile", metavar="SEQFILE")
@@ -289,7 +289,7 @@ def build_parser():
     return parser
 
 
-def add_jackhmmer_arguments(parser):
+def _add_jackhmmer_arguments(parser):
     """jackhmmer 3.4's options with its names and defaults (see `jackhmmer -h`), AlphaFold 3's
     `--seq_limit`, then the engine's. Every option defaults to None: not given."""
     parser.add_argument("-N", dest="max_iterations", type=_integer_at_least(1), metavar="N", help="rounds at most [5]")

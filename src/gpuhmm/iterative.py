@@ -117,11 +117,12 @@ def _model(query, builder, background):
     try:
         # p7_Builder weighs the alignment's sequences in place; the round keeps it as made.
         hmm, _, _ = builder.build_msa(query.rounds[-1].msa.copy(), background)
-    except (ValueError, RuntimeError) as error:
+    except (ValueError, RuntimeError, SystemError) as error:  # Easel's failures, as pyhmmer raises them
         number = len(query.rounds) + 1
+        cause = error.__cause__ or error.__context__ or error  # a SystemError wraps Easel's own
         raise GpuhmmError(
             text_of(query.sequence)[0].decode("utf-8", "backslashreplace"),
-            f"cannot build the model of round {number} ({error})",
+            f"cannot build the model of round {number} ({cause})",
         ) from None
     hmm.command_line = None  # p7_Builder logs no command; pyhmmer's builder logs this process's
     return hmm
