@@ -184,7 +184,7 @@ def test_empty_first_query_as_jackhmmer(tmp_path):
     subprocess.run([jackhmmer, "-N", "2", "-o", "/dev/null", "--tblout", "theirs.tbl", queries, PROTEINS],
                    cwd=tmp_path, check=True)  # fmt: skip
     assert table_body(tmp_path / "ours.tbl") == table_body(tmp_path / "theirs.tbl")
-    assert not (tmp_path / "ours.tbl").read_text().startswith("#                                          ")
+    assert "# target name" not in (tmp_path / "ours.tbl").read_text()
 
 
 def _refused(tmp_path, *arguments, words=()):
