@@ -408,7 +408,8 @@ def jackhmmer(
         found = _query_sequences(path, job.queries)
         started["builder"] = iterative.new_builder(settings, found[0].alphabet, options.seed, builder)
         started["queries"] = iterative.queries_of(found)
-        started["models"] = iterative.first_models(started["queries"], started["builder"])
+        threads = engine.threads or available_cpus()
+        started["models"] = iterative.first_models(started["queries"], started["builder"], threads)
         return started["models"]
 
     with _prepared(job, read) as run:
@@ -427,7 +428,8 @@ def jackhmmer(
             result = run_search(hmms, run.database, *arguments)
             return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
 
-        queries = iterative.iterate(started["queries"], started["models"], started["builder"], search, settings)
+        rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)
+        queries = iterative.iterate(*rounds)
         run.executor.close_in_background()
         report = jackhmmer_report.JackhmmerReport(
             str(job.queries),

@@ -11,13 +11,17 @@ The search itself is a callable given the round's models (one per query still it
 returning each model's hits over the whole database: the queries iterate side by side, each
 round of all of them one search, which gives each query the rounds jackhmmer runs one query
 after the other. The builder reseeds its generator for every model it calibrates (seed ≠ 0),
-so the order models are built in does not change them.
+so neither the order the models are built in nor which copy of the builder builds one changes
+them: a round's models are built on several threads, each with its own copy, as calibrating a
+model takes longer than searching a small database with it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
+import threading
 import time
 
 import pyhmmer.easel
@@ -77,28 +81,22 @@ def queries_of(sequences):
     return [Query(sequence, position) for position, sequence in enumerate(sequences) if len(sequence)]
 
 
-def first_models(queries, builder):
+def first_models(queries, builder, threads=1):
     """The first round's models: HMMER's single-sequence model of each query."""
-    background = pyhmmer.plan7.Background(builder.alphabet)
-    models = []
-    for query in queries:
-        hmm, _, _ = builder.build(query.sequence, background)
-        hmm.command_line = SINGLE_SEQUENCE_COMMENT
-        models.append(hmm)
-    return models
+    return _built(queries, builder, threads, _single_sequence_model)
 
 
-def iterate(queries, models, builder, search, options):
+def iterate(queries, models, builder, search, options, threads=1):
     """Run every query's rounds, the first with `models` (`first_models`); `search(models)`
     gives each model's merged hits over the database, and `options` is a `JackhmmerOptions`.
-    Returns `queries`, their rounds filled in."""
-    background = pyhmmer.plan7.Background(builder.alphabet)
+    Later rounds' models are built on `threads` threads. Returns `queries`, their rounds
+    filled in."""
     active = list(queries)
     for number in range(1, options.max_iterations + 1):
         if not active:
             break
         if number > 1:
-            models = [_model(query, builder, background) for query in active]
+            models = _built(active, builder, threads, _model)
         started, cpu = time.perf_counter(), os.times()
         found = search(models)
         rounds = [
@@ -110,6 +108,29 @@ def iterate(queries, models, builder, search, options):
             query.rounds.append(done)
         active = [query for query in active if not query.finished]
     return queries
+
+
+def _built(queries, builder, threads, build):
+    """build(query, builder, background) of each query, on up to `threads` threads, each with
+    its own copy of `builder` and of the null model (calibration sets its length)."""
+    if threads <= 1 or len(queries) <= 1:
+        background = pyhmmer.plan7.Background(builder.alphabet)
+        return [build(query, builder, background) for query in queries]
+    own = threading.local()
+
+    def one(query):
+        if not hasattr(own, "builder"):
+            own.builder, own.background = builder.copy(), pyhmmer.plan7.Background(builder.alphabet)
+        return build(query, own.builder, own.background)
+
+    with concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
+        return list(pool.map(one, queries))
+
+
+def _single_sequence_model(query, builder, background):
+    hmm, _, _ = builder.build(query.sequence, background)
+    hmm.command_line = SINGLE_SEQUENCE_COMMENT
+    return hmm
 
 
 def _model(query, builder, background):
