@@ -250,3 +250,10 @@ def test_a_model_easel_cannot_build_is_one_line(tmp_path):
     """--eentexp's root finder fails on one query's second alignment, where the binary aborts
     ("xl,xr do not bracket a root"): one line naming the query and the round, no output."""
     _refused(tmp_path, "--eentexp", QUERIES, PROTEINS, words=("HG003686_309", "round 2", "do not bracket a root"))
+
+
+def test_an_output_jackhmmer_has_not_is_refused(tmp_path):
+    outputs = gpuhmm.OutputFiles(pfamtblout=str(tmp_path / "pfam.tbl"))
+    with pytest.raises(gpuhmm.GpuhmmError, match="--pfamtblout"):
+        gpuhmm.jackhmmer(QUERIES, PROTEINS, outputs=outputs, engine=EngineSettings(backend="cpu"))
+    assert not list(tmp_path.iterdir())

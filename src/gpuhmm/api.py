@@ -398,6 +398,9 @@ def jackhmmer(
     `builder` the first round's score system and calibration. Returns the queries with
     residues, in file order, each with its rounds (`iterative.Query`)."""
     jackhmmer_options.check_search_options(options)
+    for flag, path in outputs.named().items():
+        if path is not None and flag not in ("-o", "-A", "--tblout", "--domtblout"):
+            raise GpuhmmError(flag, "jackhmmer writes no such output")
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (queries_file, sequences))
     names = memory.name(queries_file, "queries"), memory.name(sequences, "sequences")
     given = (queries_file, sequences)
