@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import GpuhmmError
+from .jackhmmer_options import JackhmmerOptions
 from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from os import PathLike
 
     from pyhmmer.easel import DigitalSequence, DigitalSequenceBlock, SequenceFile
-    from pyhmmer.plan7 import HMM, HMMFile, TopHits
+    from pyhmmer.plan7 import HMM, HMMFile, IterationResult, TopHits
 
     Models = str | PathLike | HMM | HMMFile | Iterable[HMM]
     Sequences = str | PathLike | DigitalSequence | DigitalSequenceBlock | SequenceFile | Iterable[DigitalSequence]
@@ -84,9 +85,38 @@ def hmmscan(
     return run(models_file, sequences, options, outputs, engine)
 
 
+def jackhmmer(
+    queries_file: Sequences,
+    sequences: Sequences,
+    options: SearchOptions | None = None,
+    outputs: OutputFiles = OutputFiles(),
+    engine: EngineSettings = EngineSettings(),
+    settings: JackhmmerOptions = JackhmmerOptions(),
+    builder: PhmmerOptions = PhmmerOptions(),
+    *,
+    checkpoints: bool = False,
+) -> Iterator[IterationResult] | Iterator[list[IterationResult]]:
+    """Search each protein of `queries_file` iteratively against `sequences` as jackhmmer
+    does, and give what `pyhmmer.hmmer.jackhmmer` gives: per query with residues, in file
+    order, its last round as a pyhmmer `IterationResult` (model, hits, alignment, converged,
+    round number), or with `checkpoints` the list of every round's. `options` default to
+    jackhmmer's (inclusion E-values 1e-3, not hmmsearch's 1e-2); `settings` holds the rounds
+    (`max_iterations`, pyhmmer's name for -N), model construction, `--seq_limit` and the
+    checkpoint files, `builder` the first round's score system. The results' hits keep their
+    round's model as query, as pyhmmer's do; the alignments are named as jackhmmer's `-A`."""
+    from .api import jackhmmer as run
+    from .iterative import iteration_results
+    from .jackhmmer_options import DEFAULT_SEARCH
+
+    options = DEFAULT_SEARCH if options is None else options
+    queries = run(queries_file, sequences, options, outputs, engine, settings=settings, builder=builder)
+    return iteration_results(queries, checkpoints)
+
+
 __all__ = [
     "EngineSettings",
     "GpuhmmError",
+    "JackhmmerOptions",
     "OutputFiles",
     "PhmmerOptions",
     "ReportSettings",
@@ -95,6 +125,7 @@ __all__ = [
     "__version__",
     "hmmscan",
     "hmmsearch",
+    "jackhmmer",
     "makedb",
     "phmmer",
 ]

@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import local
+from . import iterative, jackhmmer_options, local
 from .cluster import available_cpus, start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models
 from .errors import GpuhmmError
 from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions
-from .output import merge, summary, tables
+from .output import jackhmmer_report, merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
 from .output.report_header import ReportHeader, header_options
@@ -191,7 +191,8 @@ def _prepared(job, read_models, models_reread=False):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.threads or available_cpus()
-    executor = job.executor or start_executor(engine, local.expected_cells(*job.given, job.program == "phmmer"))
+    sequence_queries = job.program in ("phmmer", "jackhmmer")
+    executor = job.executor or start_executor(engine, local.expected_cells(*job.given, sequence_queries))
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
@@ -395,3 +396,83 @@ def _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead):
         return database
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
     return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted)
+
+
+def jackhmmer(
+    queries_file,
+    sequences,
+    options=jackhmmer_options.DEFAULT_SEARCH,
+    outputs=OutputFiles(),
+    engine=EngineSettings(),
+    *,
+    settings=jackhmmer_options.JackhmmerOptions(),
+    builder=PhmmerOptions(),
+    command="gpuhmm jackhmmer",
+    executor=None,
+    read_ahead=None,
+):
+    """Search each protein of `queries_file` (FASTA) iteratively against `sequences`, as
+    jackhmmer does (`iterative`): each round of every query is one search of the sharded
+    database, which is read once and stays resident. `options` are the searches' (jackhmmer's
+    defaults: `DEFAULT_SEARCH`), `settings` the rounds, model construction and checkpoints,
+    `builder` the first round's score system and calibration. Returns the queries with
+    residues, in file order, each with its rounds (`iterative.Query`)."""
+    jackhmmer_options.check_search_options(options)
+    for flag, path in outputs.named().items():
+        if path is not None and flag not in ("-o", "-A", "--tblout", "--domtblout"):
+            raise GpuhmmError(flag, "jackhmmer writes no such output")
+    check_outputs({**outputs.named(), **settings.checked_outputs()}, (queries_file, sequences))
+    names = memory.name(queries_file, "queries"), memory.name(sequences, "sequences")
+    given = (queries_file, sequences)
+    job = _Job("jackhmmer", *names, options, outputs, engine, command, executor, read_ahead, builder, given)
+    started = {}
+
+    def read(path):
+        found = _query_sequences(path, job.queries)
+        started["builder"] = iterative.new_builder(settings, found[0].alphabet, options.seed, builder)
+        started["queries"] = iterative.queries_of(found)
+        threads = engine.threads or available_cpus()
+        started["models"] = iterative.first_models(started["queries"], started["builder"], threads)
+        return started["models"]
+
+    with _prepared(job, read) as run:
+        log.info(
+            "jackhmmer: %d query(ies), %d round(s) at most × %d sequence(s) in %d shard(s); %s backend; %s",
+            len(started["queries"]),
+            settings.max_iterations,
+            run.database.sequences,
+            len(run.database.shards),
+            run.backend,
+            run.executor.describe(),
+        )
+
+        def search(hmms):
+            arguments = (options, run.executor, None, run.cpus, run.backend, engine.domaindef)
+            result = run_search(hmms, run.database, *arguments)
+            return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
+
+        rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)
+        queries = iterative.iterate(*rounds)
+        run.executor.close_in_background()
+        report = jackhmmer_report.JackhmmerReport(
+            str(job.queries),
+            str(job.sequences),
+            jackhmmer_options.header_options(options, settings, builder, outputs, engine),
+            outputs.report,
+            outputs.alignments,
+            settings.max_iterations,
+            command,
+        )
+        paths = {kind: getattr(outputs, kind) for kind in ("output", "alignments", "tblout", "domtblout")}
+        jackhmmer_report.write_outputs(queries, paths, settings.checkpoints(), report)
+    return queries
+
+
+def _query_sequences(path, name):
+    """The query sequences of a file (read as protein) or of pyhmmer's objects."""
+    if memory.is_file(path):
+        return fasta.read_sequences(path, "amino")
+    found = list(memory.sequences(path, name, fasta.ALPHABETS["amino"]()))
+    if not found:
+        raise GpuhmmError(name, "holds no sequences")
+    return found

@@ -176,6 +176,76 @@ def _merge(args, command):
     merge_hits_files(args.hits, args.order, outputs, command=command)
 
 
+#: jackhmmer's options besides hmmsearch's (`iterative.JackhmmerOptions`, by their names there).
+JACKHMMER_OPTIONS = (
+    "max_iterations",
+    "fragthresh",
+    "weighting",
+    "wid",
+    "effective",
+    "eset",
+    "ere",
+    "esigma",
+    "eid",
+    "prior",
+    "seq_limit",
+    "chkhmm",
+    "chkali",
+)
+
+
+def _jackhmmer(args, command):
+    """`jackhmmer`: as `_search`, the cluster and the reading of the database start first; the
+    database is split into as many shards as worker threads unless `--db-shards` says."""
+    from .cluster import available_cpus, start_executor
+    from .jackhmmer_options import DEFAULT_SEARCH, JackhmmerOptions
+    from .local import expected_cells
+
+    if args.tformat not in (None, "fasta"):
+        raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
+    given = {name: getattr(args, name) for name in HMMER_OPTIONS if name != "cut"}
+    search = SearchOptions.from_mapping(
+        {name: value if value is not None else getattr(DEFAULT_SEARCH, name) for name, value in given.items()},
+        source=None,
+    )
+    if args.eset is not None:
+        args.effective = "set"
+    settings = JackhmmerOptions(
+        **{name: getattr(args, name) for name in JACKHMMER_OPTIONS if getattr(args, name) is not None}
+    )
+    builder = _phmmer_options(args)
+    outputs = OutputFiles(
+        tblout=args.tblout,
+        domtblout=args.domtblout,
+        output=args.output or "-",
+        alignments=args.alignments,
+        report=ReportSettings(noali=args.noali, acc=args.acc, textw=0 if args.notextw else args.textw),
+    )
+    cpus = EngineSettings(cpus=args.cpu).threads or available_cpus()
+    if args.db_shards is None:
+        args.db_shards = cpus
+    engine = _engine(args)
+    from .output.files import check_outputs
+
+    check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
+    executor = start_executor(engine, expected_cells(args.queryfile, args.seqfile, queries_are_sequences=True))
+    read_ahead = _start_reading(args, executor)
+    from . import api
+
+    api.jackhmmer(
+        args.queryfile,
+        args.seqfile,
+        search,
+        outputs,
+        engine,
+        settings=settings,
+        builder=builder,
+        command=command,
+        executor=executor,
+        read_ahead=read_ahead,
+    )
+
+
 def _log_to_stderr():
     """gpuhmm's own progress lines on stderr; Dask's logging, where it runs, stays at its warnings."""
     if not log.handlers:
@@ -212,6 +282,7 @@ def main(argv=None):
         "search": _search,
         "phmmer": _search,
         "scan": _search,
+        "jackhmmer": _jackhmmer,
         "makedb": _makedb,
         "splitmodels": _splitmodels,
         "merge": _merge,

@@ -245,6 +245,13 @@ def build_parser():
     scan.add_argument("seqfile", metavar="SEQFILE", help=f"query sequences: {sequences}")
     _add_search_arguments(scan, "hmmscan")
 
+    jackhmmer = commands.add_parser(
+        "jackhmmer", help="search protein sequences iteratively against a sequence database, as jackhmmer"
+    )
+    jackhmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
+    jackhmmer.add_argument("seqfile", metavar="SEQFILE", help=sequences)
+    _add_jackhmmer_arguments(jackhmmer)
+
     makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
     makedb.add_argument("seqfile", metavar="SEQFILE")
     makedb.add_argument("outdir", metavar="OUTDIR")
@@ -286,3 +293,97 @@ def build_parser():
     ):
         merged.add_argument(flag, metavar="FILE", help=what)
     return parser
+
+
+def _add_jackhmmer_arguments(parser):
+    """jackhmmer 3.4's options with its names and defaults (see `jackhmmer -h`), AlphaFold 3's
+    `--seq_limit`, then the engine's. Every option defaults to None: not given."""
+    parser.add_argument("-N", dest="max_iterations", type=_integer_at_least(1), metavar="N", help="rounds at most [5]")
+    outputs = parser.add_argument_group("outputs")
+    outputs.add_argument("-o", dest="output", metavar="FILE", help="jackhmmer's report [standard output]")
+    outputs.add_argument("-A", dest="alignments", metavar="FILE", help="each query's last alignment (Stockholm)")
+    outputs.add_argument("--tblout", metavar="FILE", help="per-sequence hits table of each query's last round")
+    outputs.add_argument("--domtblout", metavar="FILE", help="per-domain hits table of each query's last round")
+    outputs.add_argument("--chkhmm", metavar="PREFIX", help="each round's model to PREFIX-<round>.hmm")
+    outputs.add_argument("--chkali", metavar="PREFIX", help="each round's alignment to PREFIX-<round>.sto")
+    outputs.add_argument("--acc", action="store_true", help="prefer accessions over names in the report")
+    outputs.add_argument("--noali", action="store_true", help="no alignments in the report")
+    width = outputs.add_mutually_exclusive_group()
+    width.add_argument("--notextw", action="store_true", help="unlimit the report's line width")
+    width.add_argument("--textw", type=_integer_at_least(120), default=120, metavar="N", help="line width [120]")
+    outputs.add_argument(
+        "--seq_limit",
+        type=_integer_at_least(1),
+        metavar="N",
+        help="keep the first N hits of each round (AlphaFold 3's jackhmmer patch) [all]",
+    )
+    report = parser.add_argument_group("reporting and inclusion thresholds (as jackhmmer)")
+    for flag, name, default, help_text in (
+        ("-E", "E", 10.0, "report sequences <= this E-value"),
+        ("-T", "T", None, "report sequences >= this score"),
+        ("--domE", "domE", 10.0, "report domains <= this E-value"),
+        ("--domT", "domT", None, "report domains >= this score"),
+        ("--incE", "incE", 0.001, "include sequences <= this E-value in the next round"),
+        ("--incT", "incT", None, "include sequences >= this score"),
+        ("--incdomE", "incdomE", 0.001, "include domains <= this E-value"),
+        ("--incdomT", "incdomT", None, "include domains >= this score"),
+    ):
+        shown = default if default is not None else "unset"
+        report.add_argument(flag, dest=name, type=_real, metavar="X", help=f"{help_text} [{shown}]")
+    filters = parser.add_argument_group("acceleration heuristics (as jackhmmer)")
+    filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
+    filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
+    filters.add_argument("--F2", type=_real, metavar="X", help="Viterbi filter P-value threshold [1e-3]")
+    filters.add_argument("--F3", type=_real, metavar="X", help="Forward filter P-value threshold [1e-5]")
+    filters.add_argument("--nobias", action="store_true", default=None, help="turn off the composition bias filter")
+    building = parser.add_argument_group("model construction after the first round (as jackhmmer)")
+    building.add_argument("--fragthresh", type=_real, metavar="X", help="a fragment if L <= X * alignment length [0.5]")
+    weights = building.add_mutually_exclusive_group()
+    for flag, value, what in (
+        ("--wpb", "pb", "Henikoff position-based weights [default]"),
+        ("--wgsc", "gsc", "Gerstein/Sonnhammer/Chothia tree weights"),
+        ("--wblosum", "blosum", "Henikoff simple filter weights"),
+        ("--wnone", "none", "no relative weighting"),
+    ):
+        weights.add_argument(flag, dest="weighting", action="store_const", const=value, help=what)
+    building.add_argument("--wid", type=_real, metavar="X", help="for --wblosum: identity cutoff [0.62]")
+    effective = building.add_mutually_exclusive_group()
+    for flag, value, what in (
+        ("--eent", "entropy", "effective sequence number by relative entropy target [default]"),
+        ("--eentexp", "exp", "... with exponential scaling"),
+        ("--eclust", "clust", "effective sequence number: single-linkage clusters"),
+        ("--enone", "none", "effective sequence number: the number of sequences"),
+    ):
+        effective.add_argument(flag, dest="effective", action="store_const", const=value, help=what)
+    effective.add_argument("--eset", type=_real, metavar="X", help="effective sequence number set to X")
+    building.add_argument("--ere", type=_real, metavar="X", help="for --eent: minimum relative entropy per position")
+    building.add_argument("--esigma", type=_real, metavar="X", help="for --eent: sigma parameter [45.0]")
+    building.add_argument("--eid", type=_real, metavar="X", help="for --eclust: fractional identity cutoff [0.62]")
+    prior = building.add_mutually_exclusive_group()
+    prior.add_argument("--pnone", dest="prior", action="store_const", const="none", help="no prior")
+    prior.add_argument("--plaplace", dest="prior", action="store_const", const="laplace", help="a Laplace +1 prior")
+    _add_phmmer_options(parser)
+    other = parser.add_argument_group("other (as jackhmmer)")
+    other.add_argument(
+        "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
+    )
+    other.add_argument(
+        "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
+    )
+    other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
+    other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
+    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+    engine = parser.add_argument_group("engine")
+    engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
+    engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")
+    engine.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, or `gpuhmm cluster`'s file")
+    engine.add_argument(
+        "--db-shards", type=_integer, metavar="N", help="shards to split a FASTA SEQFILE into [the worker threads]"
+    )
+    engine.add_argument("--shard-memory", type=_gigabytes, metavar="GB", help="memory for resident shards [half]")
+    engine.add_argument(
+        "--domaindef",
+        metavar=f"{{{','.join(DOMAINDEFS)}}}",
+        default="cpu",
+        help="where the GPU backend runs the stages after the Forward filter [cpu]",
+    )

@@ -1,0 +1,261 @@
+"""jackhmmer 3.4's outputs: its `-o` report, `-A` alignment, tables and checkpoint files.
+
+Reproduces, in our own Python, what `src/jackhmmer.c` prints around HMMER's own listings
+(which `report` restates): the header block (`output_header`, jackhmmer's options in its
+order and words, AlphaFold 3's `--seq_limit` line where its patch puts it), each query's
+"Query:" lines, each round's "@@" lines (the round's alignment and model before it, its new
+targets, the growth of its alignment and convergence after it), the `-A` line and "//".
+
+The tables hold each query's last round (its sequence names the query), with the column
+header only before the query file's first sequence (jackhmmer's `nquery == 1`). The `-A` file
+holds each query's last alignment; checkpoint file i holds round i of every query that ran it,
+its model (`--chkhmm`, HMMER's text form) or alignment (`--chkali`, Pfam format).
+
+Rounds and queries are read by their attributes (`iterative.Round`, `iterative.Query`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from dataclasses import dataclass
+
+from .._version import __version__
+from ..hits.text import text_of, text_view, view
+from ..hits.tophits import attached
+from ..hits.underflow import as_printed
+from ..options import ReportSettings
+from .files import written_together
+from .report import Stopwatch, _hit_counts, _shown_name, _write_domains, _write_statistics, _write_targets
+from .report_header import HMMER_VERSION
+
+BANNER = "iteratively search a protein sequence against a protein database"
+_RULE = "# - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n"
+
+#: output_header()'s lines in jackhmmer's order: (flag, text after "# "); a % takes the value.
+OPTION_LINES = (
+    ("-N", "maximum iterations set to:       %d"),
+    ("-o", "output directed to file:         %s"),
+    ("-A", "MSA of hits saved to file:       %s"),
+    ("--tblout", "per-seq hits tabular output:     %s"),
+    ("--domtblout", "per-dom hits tabular output:     %s"),
+    ("--chkhmm", "HMM checkpoint files output:     %s-<i>.hmm"),
+    ("--chkali", "MSA checkpoint files output:     %s-<i>.sto"),
+    ("--acc", "prefer accessions over names:    yes"),
+    ("--noali", "show alignments in output:       no"),
+    ("--notextw", "max ASCII text line length:      unlimited"),
+    ("--textw", "max ASCII text line length:      %d"),
+    ("--seq_limit", "set max sequence hits to return: %d"),
+    ("--popen", "gap open probability:            %f"),
+    ("--pextend", "gap extend probability:          %f"),
+    ("--mx", "subst score matrix (built-in):   %s"),
+    ("-E", "sequence reporting threshold:    E-value <= %g"),
+    ("-T", "sequence reporting threshold:    score <= %g"),
+    ("--domE", "domain reporting threshold:      E-value <= %g"),
+    ("--domT", "domain reporting threshold:      score <= %g"),
+    ("--incE", "sequence inclusion threshold:    E-value <= %g"),
+    ("--incT", "sequence inclusion threshold:    score >= %g"),
+    ("--incdomE", "domain inclusion threshold:      E-value <= %g"),
+    ("--incdomT", "domain inclusion threshold:      score >= %g"),
+    ("--max", "Max sensitivity mode:            on [all heuristic filters off]"),
+    ("--F1", "MSV filter P threshold:       <= %g"),
+    ("--F2", "Vit filter P threshold:       <= %g"),
+    ("--F3", "Fwd filter P threshold:       <= %g"),
+    ("--nobias", "biased composition HMM filter:   off"),
+    ("--fragthresh", "define fragments if <= x*alen:   %.3f"),
+    ("--wpb", "relative weighting scheme:       Henikoff PB"),
+    ("--wgsc", "relative weighting scheme:       G/S/C"),
+    ("--wblosum", "relative weighting scheme:       BLOSUM filter"),
+    ("--wnone", "relative weighting scheme:       none"),
+    ("--wid", "frac id cutoff for BLOSUM wgts:  %f"),
+    ("--eent", "effective seq number scheme:     entropy weighting"),
+    ("--eclust", "effective seq number scheme:     single linkage clusters"),
+    ("--enone", "effective seq number scheme:     none"),
+    ("--eset", "effective seq number:            set to %f"),
+    ("--ere", "minimum rel entropy target:      %f bits"),
+    ("--esigma", "entropy target sigma parameter:  %f bits"),
+    ("--eid", "frac id cutoff for --eclust:     %f"),
+    ("--pnone", "prior scheme:                    none"),
+    ("--plaplace", "prior scheme:                    Laplace +1"),
+    ("--EmL", "seq length, MSV Gumbel mu fit:   %d"),
+    ("--EmN", "seq number, MSV Gumbel mu fit:   %d"),
+    ("--EvL", "seq length, Vit Gumbel mu fit:   %d"),
+    ("--EvN", "seq number, Vit Gumbel mu fit:   %d"),
+    ("--EfL", "seq length, Fwd exp tau fit:     %d"),
+    ("--EfN", "seq number, Fwd exp tau fit:     %d"),
+    ("--Eft", "tail mass for Fwd exp tau fit:   %f"),
+    ("--nonull2", "null2 bias corrections:          off"),
+    ("-Z", "sequence search space set to:    %.0f"),
+    ("--domZ", "domain search space set to:      %.0f"),
+    ("--seed", "random number seed set to:       %d"),
+    ("--qformat", "query <seqfile> format asserted: %s"),
+    ("--tformat", "target <seqdb> format asserted:  %s"),
+    ("--cpu", "number of worker threads:        %d"),
+)
+
+
+@dataclass(frozen=True)
+class JackhmmerReport:
+    """What the outputs need beside the queries and their rounds: the header's files and
+    option lines ((flag, value) pairs, value None for a switch), the report's look, the `-A`
+    file as the user named it, the round limit, and the command line the tables' footer names."""
+
+    query_file: str
+    target_file: str
+    options: tuple = ()
+    settings: ReportSettings = ReportSettings()
+    alignment_file: str | None = None
+    max_iterations: int = 5
+    command: str = "gpuhmm jackhmmer"
+    shown_as: str = "gpuhmm"
+
+
+def write_outputs(queries, paths, checkpoints, report):
+    """Write for `queries` (in file order, each with its rounds) what `paths` names
+    ("output", "alignments", "tblout", "domtblout": a path or None) and the checkpoint file
+    of each round run (`checkpoints`: path → ("hmm" | "sto", round)), all together
+    (`files.written_together`). What goes to /dev/null is not formatted."""
+    writers = {
+        "output": lambda handle: _write_report(handle, queries, report),
+        "alignments": lambda handle: _write_alignments(handle, queries, report.settings.textw),
+        "tblout": lambda handle: _write_table(handle, queries, "targets", report),
+        "domtblout": lambda handle: _write_table(handle, queries, "domains", report),
+    }
+    wanted = [(path, writers[kind]) for kind, path in paths.items() if path is not None]
+    rounds = max((len(query.rounds) for query in queries), default=0)
+    for path, (kind, number) in checkpoints.items():
+        if number <= rounds:  # jackhmmer opens a round's checkpoint file as the round ends
+            wanted.append(
+                (path, lambda handle, kind=kind, number=number: _write_checkpoint(handle, queries, kind, number))
+            )
+    wanted = [(path, writer) for path, writer in wanted if path != os.devnull]
+    with written_together([path for path, _ in wanted]) as handles:
+        for handle, (_, writer) in zip(handles, wanted):
+            writer(handle)
+
+
+def _write_report(binary, queries, report):
+    handle = io.TextIOWrapper(binary, encoding="latin-1", newline="\n")
+    _write_header(handle, report)
+    settings = report.settings
+    for query in queries:
+        sequence = query.sequence
+        name, accession, description = map(view, text_of(sequence))
+        handle.write(f"Query:       {name}  [L={len(sequence)}]\n")
+        if accession:
+            handle.write(f"Accession:   {accession}\n")
+        if description:
+            handle.write(f"Description: {description}\n")
+        handle.write("\n")
+        for done in query.rounds:
+            _write_round(handle, done, settings, report.max_iterations)
+        if report.alignment_file is not None:
+            aligned = len(query.rounds[-1].msa.sequences)
+            handle.write(
+                f"# Alignment of {aligned} hits satisfying inclusion thresholds saved to: "
+                f"{text_view(str(report.alignment_file))}\n"
+            )
+        handle.write("//\n")
+    handle.write("[ok]\n")
+    handle.flush()
+    handle.detach()
+
+
+def _write_round(handle, done, settings, max_iterations):
+    """One round as jackhmmer's loop prints it: p7_tophits_Targets, p7_tophits_Domains and
+    p7_pli_Statistics between its "@@" lines."""
+    if done.number > 1:
+        sequences = done.previous_sequences
+        handle.write(
+            f"@@\n@@ Round:                  {done.number}\n"
+            f"@@ Included in MSA:        {sequences} subsequences "
+            f"(query + {sequences - 1} subseqs from {done.previous_targets} targets)\n"
+            f"@@ Model size:             {done.hmm.M} positions\n@@\n\n"
+        )
+    found = as_printed(done.hits)
+    state = found.__getstate__()
+    counts = _hit_counts(state)
+    names = [tuple(map(view, text_of(hit))) for hit in found]
+    namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+    _write_targets(handle, found, namew, settings, counts, names)
+    handle.write("\n\n")
+    _write_domains(handle, found, done.hmm, settings, counts, names)
+    handle.write("\n\n")
+    _write_statistics(handle, found.mode, state["pipeline"], Stopwatch(*done.watch))
+    handle.write(
+        f"\n@@ New targets included:   {done.new_targets}\n"
+        f"@@ New alignment includes: {len(done.msa.sequences)} subseqs (was {done.previous_sequences}), "
+        "including original query\n"
+    )
+    if done.converged:
+        handle.write(f"@@\n@@ CONVERGED (in {done.number} rounds). \n@@\n\n")
+    elif done.number < max_iterations:
+        handle.write("@@ Continuing to next round.\n\n")
+
+
+def _write_header(handle, report):
+    handle.write(f"# {report.shown_as} :: {BANNER}\n")
+    handle.write(f"# HMMER {HMMER_VERSION} (Aug 2023); http://hmmer.org/\n")
+    handle.write("# Copyright (C) 2023 Howard Hughes Medical Institute.\n")
+    handle.write("# Freely distributed under the BSD open source license.\n")
+    handle.write(_RULE)
+    handle.write(f"# query sequence file:             {text_view(str(report.query_file))}\n")
+    handle.write(f"# target sequence database:        {text_view(str(report.target_file))}\n")
+    used = dict(report.options)
+    for flag, text in OPTION_LINES:
+        if flag in used:
+            handle.write(f"# {text_view(_option_text(flag, text, used[flag]))}\n")
+    handle.write(_RULE + "\n")
+
+
+def _option_text(flag, text, value):
+    if flag == "--seed" and value == 0:
+        return "random number seed:              one-time arbitrary"
+    if "%" not in text:
+        return text
+    if "%s" in text:
+        return text % value
+    return text % (int(value) if "%d" in text else float(value))
+
+
+def _write_alignments(handle, queries, textw):
+    """`-A`: each query's last alignment, Stockholm (Pfam format under `--notextw`)."""
+    for query in queries:
+        query.rounds[-1].msa.write(handle, "stockholm" if textw > 0 else "pfam")
+
+
+def _write_checkpoint(handle, queries, kind, number):
+    """Checkpoint file `number` of `kind`: round `number` of each query that ran it."""
+    for query in queries:
+        if len(query.rounds) >= number:
+            done = query.rounds[number - 1]
+            if kind == "hmm":
+                done.hmm.write(handle, binary=False)
+            else:
+                done.msa.write(handle, "pfam")
+
+
+def _write_table(handle, queries, format, report):
+    """p7_tophits_TabularTargets/Domains of each query's last round, named by its sequence;
+    the column header only before the file's first query."""
+    for query in queries:
+        last = as_printed(query.rounds[-1].hits)
+        named = attached(last.__getstate__(), query.sequence)
+        named.write(handle, format=format, header=query.position == 0)
+    handle.write("".join(f"{line}\n" for line in _footer(report)).encode())
+
+
+def _footer(report):
+    """The closing lines of a table, naming gpuhmm and the command that made it."""
+    rows = [
+        ("Program:", "gpuhmm"),
+        ("Version:", f"{__version__} (jackhmmer {HMMER_VERSION} rows, through pyhmmer)"),
+        ("Pipeline mode:", "SEARCH"),
+        ("Query file:", str(report.query_file)),
+        ("Target file:", str(report.target_file)),
+        ("Option settings:", report.command),
+        ("Current dir:", os.getcwd()),
+        ("Date:", time.strftime("%a %b %e %H:%M:%S %Y")),
+    ]
+    return ["#", *(f"# {key:<16} {value}" for key, value in rows), "# [ok]"]
