@@ -402,6 +402,7 @@ def main(argv=None):
                 # pyhmmer finishes every pair past Forward until gpuhmm's summary counts otherwise
                 pairs_finished_on_gpu=0 if finished is None else finished,
                 cpu_tail_cpu_s=summary_field(summary, "cpu_tail_cpu_s"),
+                first_kernel_s=summary.get("first_kernel_s"),
             )
             result["gpuhmm"] = {
                 "command": recorded(command, work),
@@ -434,6 +435,7 @@ def main(argv=None):
             result["filter_path"] = {
                 "command": recorded(command, work),
                 "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
+                "first_kernel_s": summary.get("first_kernel_s"),
             }
             log(f"filter path (--F3 1e-300): {wall:.1f} s")
 
