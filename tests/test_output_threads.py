@@ -144,3 +144,41 @@ def test_located_only_for_a_tophits(models, proteins):
     assert tophits and (pipeline.Z, pipeline.nseqs, pipeline.nnodes) == (found.Z, len(proteins), hmms[1].M)
     assert native.located(found.copy()) is not None
     assert native.located(object()) is None
+
+
+#: A protein of heldout.faa (4560 residues) that a model of its first 440 residues finds with a
+#: P-value of about 1e-313, which hmmsearch prints as E-value 0.
+LONG = "938293.PRJEB85.HG003687_166"
+
+
+def test_underflowing_best_hit_before_ordinary_ones(tmp_path):
+    """The best hit's E-values print as 0 and the rest as they are: `hits.underflow.as_printed`
+    stops at the first hit well clear of underflow, the ranked list's P-values only growing."""
+    records = {record.split(None, 1)[0]: record for record in (DATA / "heldout.faa").read_text().split(">")[1:]}
+    residues = "".join(records[LONG].splitlines()[1:])
+    (tmp_path / "q440.faa").write_text(f">q440\n{residues[:440]}\n")
+    subprocess.run(
+        [hmmer_binary("hmmbuild"), "--amino", "q440.hmm", "q440.faa"], check=True, cwd=tmp_path, capture_output=True
+    )
+    # the protein, then pieces of the model's part of it: ever weaker hits, none near underflow
+    pieces = [residues[start : start + 150] for start in (0, 150, 290)]
+    (tmp_path / "targets.faa").write_text(
+        f">{LONG}\n{residues}\n" + "".join(f">piece{index}\n{piece}\n" for index, piece in enumerate(pieces))
+    )
+    with pyhmmer.plan7.HMMFile(tmp_path / "q440.hmm") as handle:
+        hmm = handle.read()
+    with pyhmmer.easel.SequenceFile(str(tmp_path / "targets.faa"), digital=True, alphabet=ALPHABET) as handle:
+        found = pyhmmer.plan7.Pipeline(ALPHABET).search_hmm(hmm, handle.read_block())
+    assert len(found) == 4 and found[0].pvalue < 2.3e-308 < 4 * 2.3e-308 < found[1].pvalue
+    outputs = tmp_path / "hmmsearch"
+    outputs.mkdir()
+    command = [hmmer_binary("hmmsearch"), "--cpu", "1", "-o", "output"]
+    command += [word for table in TABLES for word in (f"--{table}", table)]
+    command += [tmp_path / "q440.hmm", tmp_path / "targets.faa"]
+    subprocess.run(command, check=True, cwd=outputs, capture_output=True)
+    paths = {name: tmp_path / name for name in ("output", *TABLES)}
+    report = Report(ReportHeader("hmmsearch", "q440.hmm", "targets.faa"), ReportSettings())
+    tables.write_outputs([found], paths, tables.hmmer_footer("gpuhmm search", "q", "t"), report=report)
+    assert_hmmsearch_bytes(paths, outputs)
+    rows = [line.split() for line in table_body(paths["tblout"]).splitlines() if not line.startswith("#")]
+    assert [row[4] == "0" for row in rows] == [True, False, False, False]
