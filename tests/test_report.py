@@ -2,7 +2,9 @@
 
 Each test runs the real binary and pyhmmer with the same options, writes the report from
 pyhmmer's hits, and compares every line but the timing lines (and, where the header is not
-rebuilt from the options, the header block); the `-A` files must be byte-identical.
+rebuilt from the options, the header block); the `-A` files must be byte-identical. Each runs
+twice: with HMMER's own writers of the hit lists (`output.native`), and with the restated ones
+that write where those cannot be called.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from gpuhmm import GpuhmmError
 from gpuhmm.hits import tophits
 from gpuhmm.options import ReportSettings
+from gpuhmm.output import native
 from gpuhmm.output.alidisplay import write_alignments
 from gpuhmm.output.report import ReportHeader, Stopwatch, write_report
 
@@ -48,6 +51,14 @@ SEARCH_CASES = {
     "narrow_E": (("-E", "1e-5"), {"E": 1e-5}),
     "acc_notextw_noali": (("--acc", "--notextw", "--noali"), {}),
 }
+
+
+@pytest.fixture(autouse=True, params=["native", "restated"])
+def hit_list_writers(request, monkeypatch):
+    """HMMER's writers of the hit lists, or (as where they cannot be called) the restated ones."""
+    if request.param == "restated":
+        monkeypatch.setattr(native, "_libraries", lambda: None)
+    assert native.available() == (request.param == "native")
 
 
 def settings_for(options):

@@ -36,6 +36,10 @@ def as_printed(hits):
     domain's over Z (i-Evalue) and domZ (c-Evalue), which underflow together unless -Z or
     --domZ is below 1: there a domain whose two differ keeps its P-value."""
     z, domz = hits.Z, hits.domZ
+    # p7_Pipeline's sort key is -lnP, or the score that lnP decreases with: in a search (one
+    # model's P-values) ranked hits have ever larger P-values, so none past a hit well clear of
+    # underflow (twice the bound the loop tests) flushes.
+    ranked = hits.mode == "search" and hits.is_sorted(by="key")
     state = None
     for rank, hit in enumerate(hits):
         hit_flushes = _flushes(hit.pvalue, z)
@@ -43,6 +47,8 @@ def as_printed(hits):
         # domain it leaves out scores a few bits: with Z >= 1, only a hit near underflow has
         # domains that may flush.
         if not hit_flushes and z >= 1 and hit.pvalue >= 2 * SMALLEST_NORMAL:
+            if ranked and hit.pvalue >= 4 * SMALLEST_NORMAL:
+                break
             continue
         domains = [_flushes(domain.pvalue, z) and evalue(domain.pvalue, domz) == 0.0 for domain in hit.domains]
         if not (hit_flushes or any(domains)):

@@ -13,6 +13,10 @@ The hits are pyhmmer's, thresholded and sorted (as `Pipeline.search_hmm`, `scan_
 `TopHits.merge` leave them). Counts pyhmmer keeps but does not expose (a hit's expected and
 reported domain numbers, a domain's accumulated posterior, the pipeline counters) are read
 from its pickled state, which holds HMMER's own serialized `P7_HIT` and `P7_DOMAIN` records.
+
+Where HMMER's own `p7_tophits_Targets` and `p7_tophits_Domains` can be called (`native`), they
+write the hit lists, much faster and off the GIL; the restatement writes the same bytes
+elsewhere, and the tests hold both to the binaries' reports.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pyhmmer.plan7 import TopHits
 from ..hits.records import domain_counts, domain_oasc
 from ..hits.text import text_of, text_view, view
 from ..options import ReportSettings
+from . import native
 from .alidisplay import included_domains, write_alignment, write_alignments
 from .report_header import Program, ReportHeader, write_header
 
@@ -53,6 +58,7 @@ def write_report(
     queries: Sequence[object] | None = None,
     times: Sequence[Stopwatch] | None = None,
     alignment_file: str | None = None,
+    use_native: bool = True,
 ) -> None:
     """The whole report: header, one section per TopHits (per query, in order), "[ok]".
 
@@ -66,33 +72,29 @@ def write_report(
     or not, so `hits` must hold the hits hmmsearch keeps (`hits.tophits`).
 
     `handle` takes text of one character per byte (`hits.text.view`): names and descriptions
-    are the bytes HMMER holds, whatever their encoding, and HMMER's widths count bytes.
+    are the bytes HMMER holds, whatever their encoding, and HMMER's widths count bytes. The hit
+    lists are HMMER's own writers' (`native`) unless `use_native` is false or they cannot be
+    called: then this module's restatement of them writes the same bytes.
     """
-    header_text = io.StringIO()
-    write_header(header_text, header)
-    handle.write(text_view(header_text.getvalue()))
+    report = Report(header, settings, queries, times, alignment_file)
+    handle.write(report.prologue().decode("latin-1"))
     for index, found in enumerate(hits):
-        query = found.query if queries is None else queries[index]
-        _write_query(handle, header.program, query)
-        state = found.__getstate__()
-        counts = _hit_counts(state)
-        names = [tuple(map(view, text_of(hit))) for hit in found]
-        namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
-        _write_targets(handle, found, namew, settings, counts, names)
-        handle.write("\n\n")
-        _write_domains(handle, found, query, settings, counts, names)
-        handle.write("\n\n")
-        _write_statistics(handle, found.mode, state["pipeline"], Stopwatch() if times is None else times[index])
-        handle.write("//\n")
-        if alignment_file is not None and header.program != "hmmscan":
-            aligned = included_domains(found)
-            if aligned:
-                handle.write(
-                    f"# Alignment of {aligned} hits satisfying inclusion thresholds saved to: {alignment_file}\n"
-                )
-            else:
-                handle.write("# No hits satisfy inclusion thresholds; no alignment saved\n")
-    handle.write("[ok]\n")
+        with native.stream(use_native) as out:
+            report.write_query(out, index, found, native.located(found) if use_native else None)
+        handle.write(bytes(out.value).decode("latin-1"))
+    handle.write(report.epilogue().decode("latin-1"))
+
+
+def _write_section(handle: TextIO, found: TopHits, query: object, settings: ReportSettings, state: dict) -> None:
+    """A query's target list and domain annotation, each followed by a blank line: what
+    `native.write_hit_lists` writes, restated."""
+    counts = _hit_counts(state)
+    names = [tuple(map(view, text_of(hit))) for hit in found]
+    namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+    _write_targets(handle, found, namew, settings, counts, names)
+    handle.write("\n\n")
+    _write_domains(handle, found, query, settings, counts, names)
+    handle.write("\n\n")
 
 
 def _write_query(handle: TextIO, program: Program, query: object) -> None:
@@ -261,7 +263,8 @@ def _write_statistics(handle: TextIO, mode: str, pli: dict, watch: Stopwatch) ->
 
 @dataclass(frozen=True)
 class Report:
-    """What a search's `-o` report and `-A` alignments need beside its hits."""
+    """What a search's `-o` report and `-A` alignments need beside its hits; as a
+    `parallel.PerQuery` writer, the report."""
 
     header: ReportHeader
     settings: ReportSettings
@@ -269,11 +272,42 @@ class Report:
     times: Sequence[Stopwatch] | None = None
     alignment_file: str | None = None
 
-    def write(self, handle: BinaryIO, hits: Sequence[TopHits]) -> None:
-        text = io.TextIOWrapper(handle, encoding="latin-1", newline="\n")
-        write_report(text, hits, self.settings, self.header, self.queries, self.times, self.alignment_file)
-        text.flush()
-        text.detach()
+    def prologue(self) -> bytes:
+        text = io.StringIO()
+        write_header(text, self.header)
+        return text_view(text.getvalue()).encode("latin-1")
+
+    def write_query(self, out, index: int, found: TopHits, place) -> None:
+        """Query `index`'s section, from "Query:" to its "//" (and the `-A` line), to `out`, a
+        `native.stream`; HMMER's writers write the hit lists where `place` (`native.located`)
+        is given."""
+        query = found.query if self.queries is None else self.queries[index]
+        settings, text = self.settings, io.StringIO()
+        _write_query(text, self.header.program, query)
+        if place is None:
+            state = found.__getstate__()
+            _write_section(text, found, query, settings, state)
+            pipeline = state["pipeline"]
+        else:
+            out.write(text.getvalue().encode("latin-1"))
+            text = io.StringIO()
+            native.write_hit_lists(out, place, settings.textw, settings.acc, not settings.noali)
+            pipeline = place[1]
+        watch = Stopwatch() if self.times is None else self.times[index]
+        _write_statistics(text, found.mode, pipeline, watch)
+        text.write("//\n")
+        if self.alignment_file is not None and self.header.program != "hmmscan":
+            aligned = included_domains(found)
+            if aligned:
+                text.write(
+                    f"# Alignment of {aligned} hits satisfying inclusion thresholds saved to: {self.alignment_file}\n"
+                )
+            else:
+                text.write("# No hits satisfy inclusion thresholds; no alignment saved\n")
+        out.write(text.getvalue().encode("latin-1"))
+
+    def epilogue(self) -> bytes:
+        return b"[ok]\n"
 
     def write_alignments(self, handle: BinaryIO, hits: Sequence[TopHits]) -> None:
         write_alignments(handle, hits, self.header.program, self.settings.textw, self.queries)

@@ -1,17 +1,21 @@
 """HMMER's tables (`--tblout`, `--domtblout`, `--pfamtblout`), the domain table and the shuffle table.
 
-The table bodies are pyhmmer's writers, byte-identical to hmmsearch's; only the footer names
-gpuhmm.
+The table bodies are HMMER's own writers, those pyhmmer's `TopHits.write` calls (`native`), so
+byte-identical to hmmsearch's; only the footer names gpuhmm.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import time
 
+from pyhmmer import easel, plan7
+
 from .._version import __version__
 from ..hits.text import text_of, text_view, view
-from ..hits.underflow import as_printed
+from . import native, parallel
 from .files import written_together
 
 #: The shuffle significance table's columns: the first six as tblout's, then the target's
@@ -58,31 +62,58 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
 
     Regular files appear together once all are whole (`files.written_together`). `footer`
     lines follow each HMMER table, as hmmsearch's own do. E-values below the smallest normal
-    double are 0, as the binaries print them (`hits.underflow`).
+    double are 0, as the binaries print them (`hits.underflow`). The report and the HMMER
+    tables are formatted by threads, a run of queries each (`parallel`).
     """
-    hits = [as_printed(query_hits) for query_hits in hits]
-    writers = {
-        "output": lambda handle: report.write(handle, hits),
-        "alignments": lambda handle: report.write_alignments(handle, hits),
-        "tblout": lambda handle: _write_table(handle, hits, "targets", footer),
-        "domtblout": lambda handle: _write_table(handle, hits, "domains", footer),
-        "pfamtblout": lambda handle: _write_table(handle, hits, "pfam", footer),
-        "domains": lambda handle: _write_domain_table(handle, hits, scan),
-        "shuffle_out": lambda handle: _write_shuffle_table(handle, shuffled),
+    per_query = {
+        "output": report,
+        "tblout": Table("targets", tuple(footer)),
+        "domtblout": Table("domains", tuple(footer)),
+        "pfamtblout": Table("pfam", tuple(footer)),
+    }
+    whole = {
+        "alignments": lambda handle, printed: report.write_alignments(handle, printed),
+        "domains": lambda handle, printed: _write_domain_table(handle, printed, scan),
+        "shuffle_out": lambda handle, printed: _write_shuffle_table(handle, shuffled),
     }
     # What goes to /dev/null is not even formatted: the workflow's jobs send their reports there.
-    wanted = [(paths[kind], writer) for kind, writer in writers.items() if paths.get(kind) not in (None, os.devnull)]
+    wanted = [kind for kind in (*per_query, *whole) if paths.get(kind) not in (None, os.devnull)]
     # A write that fails (a full disk, a closed pipe) is one line naming its output, as the
     # outputs close.
-    with written_together([path for path, _ in wanted]) as handles:
-        for handle, (_, writer) in zip(handles, wanted):
-            writer(handle)
+    with written_together([paths[kind] for kind in wanted]) as handles:
+        opened = dict(zip(wanted, handles))
+        printed = parallel.write_per_query(
+            [(opened[kind], writer) for kind, writer in per_query.items() if kind in opened], hits
+        )
+        for kind, writer in whole.items():
+            if kind in opened:
+                writer(opened[kind], printed)
 
 
-def _write_table(handle, hits, format, footer):
-    for index, query_hits in enumerate(hits):
-        query_hits.write(handle, format=format, header=index == 0)
-    handle.write("".join(f"{line}\n" for line in footer).encode())
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """An HMMER table (`format` as pyhmmer's `TopHits.write` names it) as a `parallel.PerQuery`
+    writer: HMMER's own writer (`native`) where it can be called, else pyhmmer's, then the
+    `footer` lines."""
+
+    format: str
+    footer: tuple[str, ...] = ()
+
+    def prologue(self):
+        return b""
+
+    def write_query(self, out, index, hits, place):
+        if place is None or not isinstance(hits.query, (plan7.HMM, easel.Sequence)):
+            written = io.BytesIO()
+            hits.write(written, format=self.format, header=index == 0)
+            out.write(written.getvalue())
+            return
+        # the query's name and accession as pyhmmer hands them over: HMMER's own bytes
+        name, accession, _ = text_of(hits.query)
+        native.write_table(out, place, self.format, index == 0, name, accession)
+
+    def epilogue(self):
+        return "".join(f"{line}\n" for line in self.footer).encode()
 
 
 def _write_shuffle_table(handle, rows):
