@@ -64,27 +64,27 @@ def _real(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
-def _add_hmmer_options(parser):
-    """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`)."""
-    report = parser.add_argument_group("reporting and inclusion thresholds (as hmmsearch)")
+def _add_thresholds(group, inclusion):
+    """-E, -T, --domE, --domT, --incE, --incT, --incdomE, --incdomT: every one None unless given;
+    the help shows the program's default, `inclusion` that of --incE and --incdomE."""
     for flag, name, default, help_text in (
         ("-E", "E", 10.0, "report sequences <= this E-value"),
         ("-T", "T", None, "report sequences >= this score"),
         ("--domE", "domE", 10.0, "report domains <= this E-value"),
         ("--domT", "domT", None, "report domains >= this score"),
-        ("--incE", "incE", 0.01, "include sequences <= this E-value"),
+        ("--incE", "incE", inclusion, "include sequences <= this E-value"),
         ("--incT", "incT", None, "include sequences >= this score"),
-        ("--incdomE", "incdomE", 0.01, "include domains <= this E-value"),
+        ("--incdomE", "incdomE", inclusion, "include domains <= this E-value"),
         ("--incdomT", "incdomT", None, "include domains >= this score"),
     ):
-        report.add_argument(
-            flag,
-            dest=name,
-            type=_real,
-            default=None,
-            metavar="X",
-            help=f"{help_text} [{default if default is not None else 'unset'}]",
-        )
+        shown = default if default is not None else "unset"
+        group.add_argument(flag, dest=name, type=_real, default=None, metavar="X", help=f"{help_text} [{shown}]")
+
+
+def _add_hmmer_options(parser):
+    """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`)."""
+    report = parser.add_argument_group("reporting and inclusion thresholds (as hmmsearch)")
+    _add_thresholds(report, inclusion=0.01)
     cut = report.add_mutually_exclusive_group()
     for kind, what in (("ga", "gathering"), ("tc", "trusted"), ("nc", "noise")):
         cut.add_argument(
@@ -317,19 +317,7 @@ def _add_jackhmmer_arguments(parser):
         metavar="N",
         help="keep the first N hits of each round (AlphaFold 3's jackhmmer patch) [all]",
     )
-    report = parser.add_argument_group("reporting and inclusion thresholds (as jackhmmer)")
-    for flag, name, default, help_text in (
-        ("-E", "E", 10.0, "report sequences <= this E-value"),
-        ("-T", "T", None, "report sequences >= this score"),
-        ("--domE", "domE", 10.0, "report domains <= this E-value"),
-        ("--domT", "domT", None, "report domains >= this score"),
-        ("--incE", "incE", 0.001, "include sequences <= this E-value in the next round"),
-        ("--incT", "incT", None, "include sequences >= this score"),
-        ("--incdomE", "incdomE", 0.001, "include domains <= this E-value"),
-        ("--incdomT", "incdomT", None, "include domains >= this score"),
-    ):
-        shown = default if default is not None else "unset"
-        report.add_argument(flag, dest=name, type=_real, metavar="X", help=f"{help_text} [{shown}]")
+    _add_thresholds(parser.add_argument_group("reporting and inclusion thresholds (as jackhmmer)"), inclusion=0.001)
     filters = parser.add_argument_group("acceleration heuristics (as jackhmmer)")
     filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
     filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
