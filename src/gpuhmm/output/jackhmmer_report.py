@@ -27,7 +27,7 @@ from ..hits.tophits import attached
 from ..hits.underflow import as_printed
 from ..options import ReportSettings
 from .files import written_together
-from .report import Stopwatch, _hit_counts, _shown_name, _write_domains, _write_statistics, _write_targets
+from .report import Stopwatch, hit_counts, shown_name, write_domains, write_statistics, write_targets
 from .report_header import HMMER_VERSION
 
 BANNER = "iteratively search a protein sequence against a protein database"
@@ -175,14 +175,14 @@ def _write_round(handle, done, settings, max_iterations):
         )
     found = as_printed(done.hits)
     state = found.__getstate__()
-    counts = _hit_counts(state)
+    counts = hit_counts(state)
     names = [tuple(map(view, text_of(hit))) for hit in found]
-    namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
-    _write_targets(handle, found, namew, settings, counts, names)
+    namew = max([8] + [len(shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+    write_targets(handle, found, namew, settings, counts, names)
     handle.write("\n\n")
-    _write_domains(handle, found, done.hmm, settings, counts, names)
+    write_domains(handle, found, done.hmm, settings, counts, names)
     handle.write("\n\n")
-    _write_statistics(handle, found.mode, state["pipeline"], Stopwatch(*done.watch))
+    write_statistics(handle, found.mode, state["pipeline"], Stopwatch(*done.watch))
     handle.write(
         f"\n@@ New targets included:   {done.new_targets}\n"
         f"@@ New alignment includes: {len(done.msa.sequences)} subseqs (was {done.previous_sequences}), "

@@ -88,12 +88,12 @@ def write_report(
 def _write_section(handle: TextIO, found: TopHits, query: object, settings: ReportSettings, state: dict) -> None:
     """A query's target list and domain annotation, each followed by a blank line: what
     `native.write_hit_lists` writes, restated."""
-    counts = _hit_counts(state)
+    counts = hit_counts(state)
     names = [tuple(map(view, text_of(hit))) for hit in found]
-    namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
-    _write_targets(handle, found, namew, settings, counts, names)
+    namew = max([8] + [len(shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+    write_targets(handle, found, namew, settings, counts, names)
     handle.write("\n\n")
-    _write_domains(handle, found, query, settings, counts, names)
+    write_domains(handle, found, query, settings, counts, names)
     handle.write("\n\n")
 
 
@@ -110,7 +110,7 @@ def _write_query(handle: TextIO, program: Program, query: object) -> None:
         handle.write(f"Description: {description}\n")
 
 
-def _hit_counts(state: dict) -> list[tuple[float, int]]:
+def hit_counts(state: dict) -> list[tuple[float, int]]:
     """(nexpected, nreported) of each hit in ranked order, from the serialized P7_HITs."""
     return [domain_counts(state["unsrt"][slot]) for slot in state["hit"]]
 
@@ -120,11 +120,11 @@ def _domain_accuracy(domain: object) -> float:
     return domain_oasc(domain.__getstate__()) / (1.0 + abs(float(domain.env_to - domain.env_from)))
 
 
-def _shown_name(name: str, accession: str | None, acc: bool) -> str:
+def shown_name(name: str, accession: str | None, acc: bool) -> str:
     return accession if acc and accession else name
 
 
-def _write_targets(
+def write_targets(
     handle: TextIO, found: TopHits, namew: int, settings: ReportSettings, counts: list, names: list
 ) -> None:
     search = found.mode == "search"
@@ -143,7 +143,7 @@ def _write_targets(
             above_inclusion = False
         best = hit.best_domain
         newness = "+" if hit.new else "-" if hit.dropped else " "
-        shown = _shown_name(name, accession, settings.acc)
+        shown = shown_name(name, accession, settings.acc)
         handle.write(
             f"{newness} {hit.evalue:9.2g} {hit.score:6.1f} {hit.bias:5.1f}  {best.i_evalue:9.2g} {best.score:6.1f} "
             f"{best.bias:5.1f}  {nexpected:5.1f} {nreported:2d}  {shown:<{namew}}  "
@@ -153,7 +153,7 @@ def _write_targets(
         handle.write("\n   [No hits detected that satisfy reporting thresholds]\n")
 
 
-def _write_domains(
+def write_domains(
     handle: TextIO, found: TopHits, query: object, settings: ReportSettings, counts: list, names: list
 ) -> None:
     search = found.mode == "search"
@@ -165,7 +165,7 @@ def _write_domains(
     for hit, (_, nreported), (name, accession, description) in zip(found, counts, names):
         if not hit.reported:
             continue
-        shown = _shown_name(name, accession, settings.acc)
+        shown = shown_name(name, accession, settings.acc)
         if settings.textw > 0:
             description = description[: max(32, settings.textw - len(shown) - 5)]
         handle.write(f">> {shown}  {description}\n")
@@ -201,8 +201,8 @@ def _write_domains(
             write_alignment(
                 handle,
                 ali,
-                _shown_name(*model, settings.acc),
-                _shown_name(*sequence, settings.acc),
+                shown_name(*model, settings.acc),
+                shown_name(*sequence, settings.acc),
                 settings.textw,
             )
             handle.write("\n")
@@ -224,7 +224,7 @@ def _clock(seconds: float) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}.{hundredths:02d}"
 
 
-def _write_statistics(handle: TextIO, mode: str, pli: dict, watch: Stopwatch) -> None:
+def write_statistics(handle: TextIO, mode: str, pli: dict, watch: Stopwatch) -> None:
     handle.write("Internal pipeline statistics summary:\n-------------------------------------\n")
     models = f"{pli['nmodels']:15d}  ({pli['nnodes']} nodes)\n"
     sequences = f"{pli['nseqs']:15d}  ({pli['nres']} residues searched)\n"
@@ -294,7 +294,7 @@ class Report:
             native.write_hit_lists(out, place, settings.textw, settings.acc, not settings.noali)
             pipeline = place[1]
         watch = Stopwatch() if self.times is None else self.times[index]
-        _write_statistics(text, found.mode, pipeline, watch)
+        write_statistics(text, found.mode, pipeline, watch)
         text.write("//\n")
         if self.alignment_file is not None and self.header.program != "hmmscan":
             aligned = included_domains(found)
