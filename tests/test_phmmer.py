@@ -4,13 +4,16 @@ which no test was tuned on."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from gpuhmm import search
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
-from helpers.cli import golden_runs, run_golden
+from helpers.cli import golden_runs, run_golden, run_gpuhmm
+from helpers.data import DATA, hmmer_binary, table_body
 
 RUNS = golden_runs("phmmer")
 
@@ -33,3 +36,18 @@ def test_phmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
 @pytest.mark.gpu
 def test_phmmer_on_the_gpu(tmp_path):
     _phmmer(tmp_path, "phmmer", "defaults", backend="gpu")
+
+
+def test_an_empty_first_query_leaves_the_tables_without_their_header(tmp_path):
+    """phmmer counts an empty first query as the first, then skips it: no table opens with the
+    column header (its nquery == 1 test)."""
+    phmmer = hmmer_binary("phmmer")
+    queries = tmp_path / "queries.faa"
+    queries.write_bytes(b">empty\n" + (DATA / "jackhmmer-short.faa").read_bytes())
+    tables = ("--tblout", "t.tbl", "--domtblout", "d.tbl")
+    run_gpuhmm("phmmer", "-o", "/dev/null", *tables, "--backend", "cpu", queries, DATA / "proteins.faa", cwd=tmp_path)
+    theirs = [name.replace(".tbl", ".ref") if name.endswith(".tbl") else name for name in tables]
+    subprocess.run([phmmer, "-o", "/dev/null", *theirs, queries, DATA / "proteins.faa"], cwd=tmp_path, check=True)
+    for ours in ("t", "d"):
+        assert table_body(tmp_path / f"{ours}.tbl") == table_body(tmp_path / f"{ours}.ref")
+        assert "# target name" not in (tmp_path / f"{ours}.tbl").read_text()

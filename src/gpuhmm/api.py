@@ -40,7 +40,7 @@ class _Job:
     `executor` is an executor already started (`cluster.start_executor`) and `read_ahead` a
     `ReadAhead` of the sequences already reading (the CLI starts both before its imports)."""
 
-    program: str  # hmmsearch | phmmer | hmmscan
+    program: str  # hmmsearch | phmmer | hmmscan | jackhmmer
     queries: object  # the HMM file, or phmmer's query sequences, as outputs name them (`memory.name`)
     sequences: object
     options: SearchOptions
@@ -100,7 +100,7 @@ def phmmer(
     `builder`'s score system and calibration), and the models are searched as hmmsearch
     searches. Returns the merged `TopHits` of each query."""
     job = _Job.of("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead, builder)
-    queries = []
+    queries, header = [], []
 
     def read(path):
         if memory.is_file(path):
@@ -109,13 +109,15 @@ def phmmer(
             found = list(memory.sequences(path, job.queries, fasta.ALPHABETS["amino"]()))
             if not found:
                 raise GpuhmmError(job.queries, "holds no sequences")
-        # phmmer reads its queries as protein, and skips a query without residues.
+        # phmmer reads its queries as protein, and skips a query without residues; its tables
+        # open with the column header only where the file's first query has residues.
         queries.extend(query for query in found if len(query))
+        header.append(bool(found and len(found[0])))
         hmms = models.single_sequence_models(queries, options.seed, builder)
         models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
-    return _search(job, read, queries=queries)
+    return _search(job, read, queries=queries, header=header)
 
 
 def hmmscan(
@@ -176,7 +178,7 @@ class _Run:
 
 
 @contextlib.contextmanager
-def _prepared(job, read_models, models_reread=False):
+def _prepared(job, read_models, models_reread=False, rounds=1):
     """The prelude every search and scan shares: check the outputs, start the executor, read the
     models, choose the backend, prepare the workers and open the database; the executor closes
     when the block ends. Standard input (`-`) and other streams are read once, into a temporary
@@ -184,7 +186,8 @@ def _prepared(job, read_models, models_reread=False):
 
     `models_reread`: read_models(path) gives the models of the file as they are, so workers in
     other processes may read the file themselves (`ModelsOnDisk`), and every GPU worker
-    configures them all ahead of its tasks.
+    configures them all ahead of its tasks. `rounds`: the searches of the database the job may
+    run (jackhmmer's rounds), which `--backend auto` weighs.
     """
     check_outputs(job.outputs.named(), (job.queries, job.sequences))
     if str(job.queries) == inputs.STDIN == str(job.sequences):
@@ -192,7 +195,9 @@ def _prepared(job, read_models, models_reread=False):
     engine = job.engine
     cpus = engine.threads or available_cpus()
     sequence_queries = job.program in ("phmmer", "jackhmmer")
-    executor = job.executor or start_executor(engine, local.expected_cells(*job.given, sequence_queries))
+    expected = local.expected_cells(*job.given, sequence_queries)
+    expected = None if expected is None else expected * rounds
+    executor = job.executor or start_executor(engine, expected)
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
@@ -209,7 +214,7 @@ def _prepared(job, read_models, models_reread=False):
             sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
             run.timed("write sequences", started)
         residues = _residues(sequences_path)
-        cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues
+        cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues * rounds
         run.backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler, cells, cpus)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
         started = time.perf_counter()
@@ -268,9 +273,10 @@ def _named_as(path, name):
         raise
 
 
-def _search(job, read_models, models_reread=False, queries=None):
+def _search(job, read_models, models_reread=False, queries=None, header=()):
     """Search the models read_models(path) gives against the job's sequences; `queries` are
-    phmmer's query sequences, once read, which its report names."""
+    phmmer's query sequences, once read, which its report names, and `header` holds False once
+    read where its tables open without the column header."""
     options, outputs = job.options, job.outputs
     with _prepared(job, read_models, models_reread) as run:
         database, hmms = run.database, run.hmms
@@ -300,7 +306,8 @@ def _search(job, read_models, models_reread=False, queries=None):
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
         report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
         footer = tables.hmmer_footer(job.command, job.queries, job.sequences)
-        tables.write_outputs(merged, dict(dataclasses.asdict(outputs), shuffle_out=None), footer, report=report)
+        paths = dict(dataclasses.asdict(outputs), shuffle_out=None)
+        tables.write_outputs(merged, paths, footer, report=report, header=all(header))
         record = summary.search_record(
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
@@ -435,7 +442,7 @@ def jackhmmer(
         started["models"] = iterative.first_models(started["queries"], started["builder"], threads)
         return started["models"]
 
-    with _prepared(job, read) as run:
+    with _prepared(job, read, rounds=settings.max_iterations) as run:
         log.info(
             "jackhmmer: %d query(ies), %d round(s) at most × %d sequence(s) in %d shard(s); %s backend; %s",
             len(started["queries"]),

@@ -228,7 +228,8 @@ def _jackhmmer(args, command):
     from .output.files import check_outputs
 
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
-    executor = start_executor(engine, expected_cells(args.queryfile, args.seqfile, queries_are_sequences=True))
+    expected = expected_cells(args.queryfile, args.seqfile, queries_are_sequences=True)
+    executor = start_executor(engine, None if expected is None else expected * settings.max_iterations)
     read_ahead = _start_reading(args, executor)
     from . import api
 

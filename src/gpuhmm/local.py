@@ -116,9 +116,9 @@ class LocalExecutor:
         futures = {self._pool.submit(task, item): weight for item, weight in zip(items, cells)}
         try:
             for future in concurrent.futures.as_completed(futures):
-                result = future.result()
+                result, weight = future.result(), futures.pop(future)  # kept no longer than the caller keeps it
                 if result is not _DROPPED:  # the failed task's error is still to come
-                    progress.completed(futures[future])
+                    progress.completed(weight)
                     yield result
         finally:
             stopped.set()
@@ -210,7 +210,11 @@ def input_bytes(path):
     a directory's files' together; None for a stream or what is not a path."""
     if not isinstance(path, (str, os.PathLike)) or str(path) == "-":
         return None
+    from .db.format import MANIFEST
+
     path = Path(path)
+    if path.name == MANIFEST:  # a makedb database named by its manifest: the database's files
+        path = path.parent
     try:
         if path.is_dir():
             return sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import platform
 import weakref
 from ctypes import c_char, c_char_p, c_double, c_int, c_size_t, c_uint64, c_void_p
 from pathlib import Path
@@ -135,7 +136,7 @@ def _libraries():
     """(HMMER, the C library) with the functions used here declared, or None where pyhmmer's
     HMMER library is not a file of its own, or a TopHits not of the layout above (CPython's:
     an object's `id` is its address)."""
-    if TopHits.__basicsize__ != _OBJECT_SIZE:
+    if platform.python_implementation() != "CPython" or TopHits.__basicsize__ != _OBJECT_SIZE:
         return None
     package = Path(pyhmmer.__file__).parent
     found = sorted(
@@ -200,10 +201,12 @@ class Stream:
         if data and self._libc.fwrite(data, 1, len(data), self.file) != len(data):
             raise MemoryError("writing to a memory stream failed")
 
-    def __exit__(self, *failure):
+    def __exit__(self, kind, error, trace):
         if self._libc.fclose(self.file) or not self._buffer.value:
             self._libc.free(self._buffer)
-            raise MemoryError("closing a memory stream failed")
+            if kind is None:  # an error of the block itself goes on as it is
+                raise MemoryError("closing a memory stream failed")
+            return
         self.value = (c_char * self._size.value).from_address(self._buffer.value)
         weakref.finalize(self.value, self._libc.free, self._buffer.value)
 

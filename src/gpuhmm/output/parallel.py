@@ -26,8 +26,10 @@ from . import native
 RUNS_PER_THREAD = 8
 #: Hits a run holds at most, unless one query has more: what a run's parts keep in memory.
 RUN_HITS = 2048
-#: Runs per thread formatted ahead of those being written, and written ahead of those done.
+#: Runs per thread formatted ahead of those being written, and written ahead of those done, up to
+#: AHEAD_MAX runs: on a host of many cores the formatted text held stays bounded.
 AHEAD_PER_THREAD = 2
+AHEAD_MAX = 32
 
 
 class PerQuery(Protocol):
@@ -79,7 +81,7 @@ def write_per_query(
 
     for handle, writer in outputs:
         handle.write(writer.prologue())
-    ahead = AHEAD_PER_THREAD * threads
+    ahead = min(AHEAD_PER_THREAD * threads, AHEAD_MAX)
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(threads))
         # a thread per output writes its parts in order, the outputs side by side

@@ -53,12 +53,14 @@ DOMAIN_COLUMNS = (
 )
 
 
-def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None):
+def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None, header=True):
     """Write the requested outputs for the TopHits of each query in input order: models
     (hmmsearch), or sequences with `scan` (hmmscan). `paths` maps "output" (`-o`), "alignments"
     (`-A`), "tblout", "domtblout", "pfamtblout", "domains" and "shuffle_out" to paths, or to
     None where not wanted; `report` (a `report.Report`) is what the first two need, and
-    `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS).
+    `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS). `header`: whether the
+    HMMER tables open with their column header (phmmer leaves it out where its file's first
+    query was empty, and so skipped).
 
     Regular files appear together once all are whole (`files.written_together`). `footer`
     lines follow each HMMER table, as hmmsearch's own do. E-values below the smallest normal
@@ -67,9 +69,9 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     """
     per_query = {
         "output": report,
-        "tblout": Table("targets", tuple(footer)),
-        "domtblout": Table("domains", tuple(footer)),
-        "pfamtblout": Table("pfam", tuple(footer)),
+        "tblout": Table("targets", tuple(footer), header),
+        "domtblout": Table("domains", tuple(footer), header),
+        "pfamtblout": Table("pfam", tuple(footer), header),
     }
     whole = {
         "alignments": lambda handle, printed: report.write_alignments(handle, printed),
@@ -98,6 +100,7 @@ class Table:
 
     format: str
     footer: tuple[str, ...] = ()
+    header: bool = True  # the column header before the first query's rows
 
     def prologue(self):
         return b""
@@ -105,12 +108,12 @@ class Table:
     def write_query(self, out, index, hits, place):
         if place is None or not isinstance(hits.query, (plan7.HMM, easel.Sequence)):
             written = io.BytesIO()
-            hits.write(written, format=self.format, header=index == 0)
+            hits.write(written, format=self.format, header=self.header and index == 0)
             out.write(written.getvalue())
             return
         # the query's name and accession as pyhmmer hands them over: HMMER's own bytes
         name, accession, _ = text_of(hits.query)
-        native.write_table(out, place, self.format, index == 0, name, accession)
+        native.write_table(out, place, self.format, self.header and index == 0, name, accession)
 
     def epilogue(self):
         return "".join(f"{line}\n" for line in self.footer).encode()
