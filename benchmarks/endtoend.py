@@ -388,6 +388,18 @@ class RunPlace:
             version = None
         return cls(name, driver, out, out.with_suffix(".png"), work, env, version)
 
+    def host(self):
+        """The record's "host": the machine, Python, pyhmmer, gpuhmm and the GPU driver."""
+        return {
+            "hostname": socket.gethostname(),
+            "cpu_model": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "pyhmmer": pyhmmer.__version__,
+            "gpuhmm": self.gpuhmm_version,
+            "gpu_driver": self.driver,
+        }
+
 
 def hmmsearch_command(binary, threads, tables, models, sequences):
     """hmmsearch with `threads`, no report, the tables at `tables` (table_flags' paths)."""

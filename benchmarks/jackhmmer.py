@@ -41,11 +41,9 @@ import argparse
 import contextlib
 import datetime
 import os
-import platform
 import random
 import shlex
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -56,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realdata import mutated_database, text  # noqa: E402
 
 from benchdb import read_digital, write_fasta  # noqa: E402
-from cpu_vs_pyhmmer import cpu_model, strip_footer  # noqa: E402
+from cpu_vs_pyhmmer import strip_footer  # noqa: E402
 from endtoend import DATA, RunPlace, Steps, default_threads, recorded, recorded_path, run_timed  # noqa: E402
 
 DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
@@ -239,15 +237,7 @@ def main(argv=None):
         "command": shlex.join(["python3", *map(portable, sys.argv)]),
         "backend": args.backend,
         "quick": args.quick,
-        "host": {
-            "hostname": socket.gethostname(),
-            "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "pyhmmer": pyhmmer.__version__,
-            "gpuhmm": place.gpuhmm_version,
-            "gpu_driver": place.driver,
-        },
+        "host": place.host(),
         "threads": threads,
         "queries": count,
         "binary_sample": sample,

@@ -63,11 +63,8 @@ import datetime
 import hashlib
 import itertools
 import math
-import os
-import platform
 import shlex
 import shutil
-import socket
 import statistics
 import sys
 import time
@@ -79,7 +76,7 @@ import pyhmmer
 # the helpers this benchmark shares with the others, next to this file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchdb import background_residues, read_digital, write_fasta
-from cpu_vs_pyhmmer import compare_tables, cpu_model
+from cpu_vs_pyhmmer import compare_tables
 from endtoend import (
     DATA,
     RunPlace,
@@ -247,8 +244,7 @@ def main(argv=None):
     target_residues = int(preset["residues"] if args.residues is None else args.residues)
     threads = args.threads
     place = RunPlace.of(args, "realdata")
-    name, driver, out, png, work, env = place.gpu, place.driver, place.out, place.png, place.work, place.env
-    gpuhmm_version = place.gpuhmm_version
+    name, out, png, work, env = place.gpu, place.out, place.png, place.work, place.env
     result = {
         "benchmark": "realdata",
         "gpu": name,
@@ -256,15 +252,7 @@ def main(argv=None):
         "command": shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv])),
         "backend": args.backend,
         "quick": args.quick,
-        "host": {
-            "hostname": socket.gethostname(),
-            "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "pyhmmer": pyhmmer.__version__,
-            "gpuhmm": gpuhmm_version,
-            "gpu_driver": driver,
-        },
+        "host": place.host(),
         "host_threads": threads,
         "models": None,
         "models_file": str(args.models),
