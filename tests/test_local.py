@@ -250,6 +250,7 @@ def test_a_files_size_estimates_its_residues_and_a_gzip_file_its_uncompressed_si
     models = DATA / TINY["hmmfile"]
     assert local.expected_cells(models, fasta) == models.stat().st_size / local.NODE_BYTES * fasta.stat().st_size
     assert local.expected_cells(fasta, fasta, queries_are_sequences=True) == fasta.stat().st_size ** 2
+    assert local.expected_cells(fasta, fasta, True, rounds=3) == 3 * fasta.stat().st_size ** 2
 
 
 def test_a_makedb_database_named_by_its_manifest_counts_its_files(tmp_path):

@@ -194,10 +194,10 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.threads or available_cpus()
-    sequence_queries = job.program in ("phmmer", "jackhmmer")
-    expected = local.expected_cells(*job.given, sequence_queries)
-    expected = None if expected is None else expected * rounds
-    executor = job.executor or start_executor(engine, expected)
+    executor = job.executor
+    if executor is None:
+        expected = local.expected_cells(*job.given, job.program in ("phmmer", "jackhmmer"), rounds)
+        executor = start_executor(engine, expected)
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)

@@ -228,8 +228,8 @@ def _jackhmmer(args, command):
     from .output.files import check_outputs
 
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
-    expected = expected_cells(args.queryfile, args.seqfile, queries_are_sequences=True)
-    executor = start_executor(engine, None if expected is None else expected * settings.max_iterations)
+    expected = expected_cells(args.queryfile, args.seqfile, True, settings.max_iterations)
+    executor = start_executor(engine, expected)
     read_ahead = _start_reading(args, executor)
     from . import api
 

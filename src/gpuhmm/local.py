@@ -231,14 +231,15 @@ def input_bytes(path):
         return None
 
 
-def expected_cells(queries, sequences, queries_are_sequences=False):
+def expected_cells(queries, sequences, queries_are_sequences=False, rounds=1):
     """Cells (Σ M × residues) a search may cover, from its files' sizes alone, before they are
     read: an estimate erring high (a FASTA file's bytes for its residues, `NODE_BYTES` per model
-    node, a query's residues for its nodes); None where a size is unknown."""
+    node, a query's residues for its nodes), times the `rounds` the database is searched
+    (jackhmmer's); None where a size is unknown."""
     nodes, residues = input_bytes(queries), input_bytes(sequences)
     if nodes is None or residues is None:
         return None
-    return (nodes if queries_are_sequences else nodes / NODE_BYTES) * residues
+    return (nodes if queries_are_sequences else nodes / NODE_BYTES) * residues * rounds
 
 
 def may_use_gpu(backend, cells, threads):
