@@ -22,11 +22,13 @@ import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import pickle
 import re
 import signal
 import subprocess
 import threading
 import time
+import uuid
 
 from .engine import cudadriver
 from .errors import GpuhmmError
@@ -289,6 +291,12 @@ def _scheduler_target(scheduler):
     )
 
 
+def _pickled(function, item, shared):
+    """function(item, shared) on a worker, returned pickled by pickle: Dask hands a result whose
+    bytes hold "__main__" (a sequence of that name) to cloudpickle, which fails on pyhmmer's objects."""
+    return pickle.dumps(function(item, shared), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class DaskExecutor:
     """Runs tasks on Dask and yields their results as they complete, reporting progress: on a
     running `scheduler`'s workers, or on a cluster of a worker per local GPU (`gpus`, several).
@@ -393,14 +401,17 @@ class DaskExecutor:
                 placement = {"workers": [workers[shard % len(workers)]], "allow_other_workers": True}
             submitted_cells += weight
             # Larger tasks were put first; a higher priority keeps Dask from reordering them.
-            future = client.submit(function, item, shared_future, pure=False, priority=len(items) - index, **placement)
+            key = f"{function.__name__}-{uuid.uuid4().hex}"
+            future = client.submit(
+                _pickled, function, item, shared_future, key=key, priority=len(items) - index, **placement
+            )
             futures[future] = weight
         progress = Progress(cells, submitting)
         # Results are gathered as tasks complete, not one request per result in this loop:
         # tasks that end together would otherwise wait for each other's transfers in turn.
         for future, result in distributed.as_completed(futures, with_results=True):
             progress.completed(futures[future])
-            yield result
+            yield pickle.loads(result)
 
     def close_in_background(self):
         """Start closing the cluster, and return: once the tasks' results are in, the client's

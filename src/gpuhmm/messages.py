@@ -8,6 +8,7 @@ options every task needs travel once per worker (`SharedContext`).
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import uuid
 
 from .db.models import ModelsOnDisk
@@ -59,8 +60,18 @@ class SharedContext:
     backend: str
     domaindef: str = "cpu"  # where the GPU backend runs the stages after the Forward filter
 
+    def __reduce__(self):
+        # Pickled by pickle whichever pickler asks: Dask hands bytes that hold "__main__" (a
+        # model's command line, run as `python -m`) to cloudpickle, which fails on pyhmmer's alphabets.
+        fields = tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+        return _unpickled_context, (pickle.dumps(fields),)
+
     @classmethod
     def of(cls, models, database, arguments, backend, domaindef="cpu"):
         if isinstance(models, ModelsOnDisk):
             return cls(models.key, models, database, arguments, backend, domaindef)
         return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend, domaindef)
+
+
+def _unpickled_context(fields):
+    return SharedContext(*pickle.loads(fields))
