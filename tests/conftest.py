@@ -26,6 +26,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def two_gpus():
+    """Skips a `gpu` test where fewer than two GPUs are visible: a dask-cuda worker per GPU."""
+    from gpuhmm.engine import gpu
+
+    if gpu.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+
+
 @pytest.fixture(scope="module")
 def pfam_test_data():
     """The test Pfam models and the test proteins (`helpers.data.pfam_test_data`, read once)."""

@@ -1,5 +1,5 @@
-"""Faults a long scan meets: the GPU running out of memory, and a Dask worker dying mid-scan.
-Either way the tables must still be hmmsearch's."""
+"""Faults a long scan meets: the GPU running out of memory, and a Dask worker dying mid-scan,
+on the CPU and on a dask-cuda worker per GPU. Either way the tables must still be hmmsearch's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from gpuhmm import search
-from gpuhmm.cluster import NO_STEALING
+from gpuhmm.cluster import NO_STEALING, DaskExecutor
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -127,3 +127,69 @@ def test_a_worker_dying_mid_scan_changes_no_table(tmp_path, stealing):
     assert marker.exists()  # a worker did die with a task of the scan under way
     assert status == 0
     assert_golden_tables(outputs, "proteins.defaults", RUNS["proteins"]["cases"]["defaults"])
+
+
+class ScarceGpuMemory(WorkerPlugin):
+    """A worker plugin: the worker's GPU engine refuses, as CuPy does, an SSV batch of more than
+    `room` models, appending the batch's model count to the file `refusals`."""
+
+    name = "gpuhmm-test-scarce-gpu-memory"
+
+    def __init__(self, room, refusals):
+        self.room = room
+        self.refusals = str(refusals)
+
+    def setup(self, worker):
+        import cupy
+
+        from gpuhmm.worker import STATE
+
+        engine = STATE.engine()
+        sieve, room, refusals = engine.f1_sieve, self.room, self.refusals
+
+        def scarce(groups, shard):
+            models = sum(len(group_models) for _, _, group_models, _ in groups)
+            if models > room:
+                with open(refusals, "a") as handle:
+                    handle.write(f"{models}\n")
+                raise cupy.cuda.memory.OutOfMemoryError(5 * models * shard.sequences, 0)
+            return sieve(groups, shard)
+
+        engine.f1_sieve = scarce
+
+
+def _on_two_gpus(tmp_path, plugin, run, *options):
+    """`_search` on the GPU backend against a dask-cuda worker per GPU of two, with `plugin`
+    registered on both workers (and on any that replaces one)."""
+    with DaskExecutor(workers=4, gpus=2) as executor:
+        client = executor.client()
+        client.register_plugin(plugin)
+        return _search(tmp_path, run, "--backend", "gpu", "--scheduler", client.scheduler.address, *options)
+
+
+@pytest.mark.gpu
+def test_a_gpu_worker_dying_mid_scan_changes_no_table(tmp_path, two_gpus):
+    marker = tmp_path / "died"
+    status, outputs = _on_two_gpus(tmp_path, DieOnce(marker), "proteins", "--db-shards", "3", "--model-shards", "4")
+    assert marker.exists()
+    assert status == 0
+    assert_golden_tables(outputs, "proteins.defaults", RUNS["proteins"]["cases"]["defaults"])
+
+
+@pytest.mark.gpu
+def test_out_of_gpu_memory_on_two_gpus_splits_the_batch(tmp_path, two_gpus):
+    refusals = tmp_path / "refusals"
+    status, outputs = _on_two_gpus(tmp_path, ScarceGpuMemory(1, refusals), "tiny_proteins", "--model-shards", "1")
+    assert status == 0
+    assert_golden_tables(outputs, "tiny_proteins.defaults", RUNS["tiny_proteins"]["cases"]["defaults"])
+    # A database shard per worker; on each, 3 models → 1 + 2, then 2 → 1 + 1.
+    assert sorted(refusals.read_text().split()) == ["2", "2", "3", "3"]
+
+
+@pytest.mark.gpu
+def test_out_of_gpu_memory_for_one_model_on_two_gpus_stops_with_advice(tmp_path, two_gpus, capsys):
+    status, outputs = _on_two_gpus(tmp_path, ScarceGpuMemory(0, tmp_path / "refusals"), "tiny_proteins")
+    assert status != 0
+    error = capsys.readouterr().err
+    assert "the GPU ran out of memory filtering model" in error and "--db-shards" in error
+    assert not any(path.exists() for path in outputs.values())

@@ -60,8 +60,13 @@ def test_workflow_tables_identical_to_hmmsearch(tmp_path, case, hmmer):
     assert (tmp_path / "out" / "summary.png").stat().st_size > 0
 
 
-def test_workflow_resumes_without_redoing_finished_shards(tmp_path):
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_workflow_resumes_without_redoing_finished_shards(tmp_path, request, backend):
+    """On the GPU backend, on two GPUs: each search is a dask-cuda worker per GPU."""
+    if backend == "gpu":
+        request.getfixturevalue("two_gpus")
     config = _config(tmp_path)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "backend": backend}))
     _snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
     finished = tmp_path / "out" / "hits" / "models-0000.hits"
     stamp = finished.stat().st_mtime_ns
