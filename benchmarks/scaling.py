@@ -5,7 +5,7 @@ cold and against a warm `gpuhmm cluster`.
 Run on the multi-GPU machine, from the repository root (hmmemit on PATH):
 
     python benchmarks/scaling.py --models pfam-subset-2766.h3m.xz --proteome proteome-HG003687.faa
-    python benchmarks/scaling.py --database real --residues 2e8 --warm ...
+    python benchmarks/scaling.py --database real --residues 2e8 --modes cold warm ...
 
 1. The database, `--residues` of it, written as FASTA and made into a `gpuhmm makedb`
    directory of `--db-shards` shards, as a user prepares a database once and searches it many
@@ -24,20 +24,20 @@ Run on the multi-GPU machine, from the repository root (hmmemit on PATH):
    database with CUDA_VISIBLE_DEVICES naming the first g GPUs (one GPU: the in-process
    worker; more: one dask-cuda worker per GPU, N/g threads each), timed from files to the
    three tables (cold).
-4. With `--modes warm` (or `cold warm`), for every g: `gpuhmm cluster --cpu N` on the first g GPUs (one worker per
-   GPU), the warm-up search against it untimed, then the same search as in 3 with
-   `--scheduler`, timed (warm: workers, CUDA contexts and kernels ready; the database's shards
-   are loaded by the timed search itself).
+4. With `--modes warm` (or `cold warm`), for every g: `gpuhmm cluster --cpu N` on the first g
+   GPUs (one worker per GPU), the warm-up search against it untimed, then the same search as
+   in 3 with `--scheduler`, timed (warm: workers, CUDA contexts and kernels ready; the
+   database's shards are loaded by the timed search itself).
 
 Each run records a SHA-256 digest of each of its tables (all but the footer); the tables of
 every run must equal one GPU's cold run's. efficiency(g) = wall(1) / (g · wall(g)), cold and
 warm apart. Each run also records its workers' tasks, busy seconds and last task's end, which
-show how evenly the work was spread. Writes benchmarks/results/scaling-<database>-<gpu>.json (or `--out`)
-and a PNG next to it, after every run. The database follows from its options alone, so a search
-too long for one sitting can be split: a later run whose database options equal those of the
-JSON at `--out` keeps the runs it holds for other counts and modes. `--work DIR` keeps the
-database, tables and logs in DIR and reuses the database where its options are the same.
-`--gpus` without counts only makes the database and warms up.
+show how evenly the work was spread. Writes benchmarks/results/scaling-<database>-<gpu>.json
+(or `--out`) and a PNG next to it, after every run. The database follows from its options
+alone, so a measurement too long for one sitting can be split: a later run whose database
+options equal those of the JSON at `--out` keeps the runs it holds for other counts and modes.
+`--work DIR` keeps the database, tables and logs in DIR and reuses the database where its
+options are the same. `--gpus` without counts only makes the database and warms up.
 """
 
 from __future__ import annotations

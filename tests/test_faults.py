@@ -142,8 +142,6 @@ class ScarceGpuMemory(WorkerPlugin):
     def setup(self, worker):
         import cupy
 
-        from gpuhmm.worker import STATE
-
         engine = STATE.engine()
         sieve, room, refusals = engine.f1_sieve, self.room, self.refusals
 

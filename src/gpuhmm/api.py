@@ -217,8 +217,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues * rounds
         run.backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler, cells, cpus)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
-        # Only models on disk are configured ahead: HMMs in memory (phmmer's, jackhmmer's) go
-        # with the tasks, as Dask's plugins go through cloudpickle, which fails on pyhmmer's HMMs.
+        # Only models on disk are configured ahead. HMMs in memory (phmmer's, jackhmmer's) travel
+        # in the shared context: Dask's plugins go through cloudpickle, which fails on pyhmmer's HMMs.
         started = time.perf_counter()
         on_disk = searched if isinstance(searched, models.ModelsOnDisk) else None
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
