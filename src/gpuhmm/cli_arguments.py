@@ -81,6 +81,36 @@ def _add_thresholds(group, inclusion):
         group.add_argument(flag, dest=name, type=_real, default=None, metavar="X", help=f"{help_text} [{shown}]")
 
 
+def _add_consts(group, dest, *options):
+    """Flags that each set `dest` to a value: (flag, value, help) per option."""
+    for flag, value, what in options:
+        group.add_argument(flag, dest=dest, action="store_const", const=value, help=what)
+
+
+def _add_filters(parser, program):
+    """--max, --F1, --F2, --F3 and --nobias, as `program` names them."""
+    filters = parser.add_argument_group(f"acceleration heuristics (as {program})")
+    filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
+    filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
+    filters.add_argument("--F2", type=_real, metavar="X", help="Viterbi filter P-value threshold [1e-3]")
+    filters.add_argument("--F3", type=_real, metavar="X", help="Forward filter P-value threshold [1e-5]")
+    filters.add_argument("--nobias", action="store_true", default=None, help="turn off the composition bias filter")
+
+
+def _add_other(parser, program):
+    """--nonull2, -Z, --domZ, --seed and --tformat, as `program` names them."""
+    other = parser.add_argument_group(f"other (as {program})")
+    other.add_argument(
+        "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
+    )
+    other.add_argument(
+        "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
+    )
+    other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
+    other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
+    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+
+
 def _add_hmmer_options(parser):
     """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`)."""
     report = parser.add_argument_group("reporting and inclusion thresholds (as hmmsearch)")
@@ -94,22 +124,8 @@ def _add_hmmer_options(parser):
             const=kind,
             help=f"use the models' {what} cutoffs ({kind.upper()}) to set all thresholds",
         )
-    filters = parser.add_argument_group("acceleration heuristics (as hmmsearch)")
-    filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
-    filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
-    filters.add_argument("--F2", type=_real, metavar="X", help="Viterbi filter P-value threshold [1e-3]")
-    filters.add_argument("--F3", type=_real, metavar="X", help="Forward filter P-value threshold [1e-5]")
-    filters.add_argument("--nobias", action="store_true", default=None, help="turn off the composition bias filter")
-    other = parser.add_argument_group("other (as hmmsearch)")
-    other.add_argument(
-        "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
-    )
-    other.add_argument(
-        "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
-    )
-    other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
-    other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
-    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+    _add_filters(parser, "hmmsearch")
+    _add_other(parser, "hmmsearch")
 
 
 def _add_phmmer_options(parser):
@@ -318,49 +334,36 @@ def _add_jackhmmer_arguments(parser):
         help="keep the first N hits of each round (AlphaFold 3's jackhmmer patch) [all]",
     )
     _add_thresholds(parser.add_argument_group("reporting and inclusion thresholds (as jackhmmer)"), inclusion=0.001)
-    filters = parser.add_argument_group("acceleration heuristics (as jackhmmer)")
-    filters.add_argument("--max", action="store_true", default=None, help="turn all heuristic filters off")
-    filters.add_argument("--F1", type=_real, metavar="X", help="MSV filter P-value threshold [0.02]")
-    filters.add_argument("--F2", type=_real, metavar="X", help="Viterbi filter P-value threshold [1e-3]")
-    filters.add_argument("--F3", type=_real, metavar="X", help="Forward filter P-value threshold [1e-5]")
-    filters.add_argument("--nobias", action="store_true", default=None, help="turn off the composition bias filter")
+    _add_filters(parser, "jackhmmer")
     building = parser.add_argument_group("model construction after the first round (as jackhmmer)")
     building.add_argument("--fragthresh", type=_real, metavar="X", help="a fragment if L <= X * alignment length [0.5]")
     weights = building.add_mutually_exclusive_group()
-    for flag, value, what in (
+    _add_consts(
+        weights,
+        "weighting",
         ("--wpb", "pb", "Henikoff position-based weights [default]"),
         ("--wgsc", "gsc", "Gerstein/Sonnhammer/Chothia tree weights"),
         ("--wblosum", "blosum", "Henikoff simple filter weights"),
         ("--wnone", "none", "no relative weighting"),
-    ):
-        weights.add_argument(flag, dest="weighting", action="store_const", const=value, help=what)
+    )
     building.add_argument("--wid", type=_real, metavar="X", help="for --wblosum: identity cutoff [0.62]")
     effective = building.add_mutually_exclusive_group()
-    for flag, value, what in (
+    _add_consts(
+        effective,
+        "effective",
         ("--eent", "entropy", "effective sequence number by relative entropy target [default]"),
         ("--eentexp", "exp", "... with exponential scaling"),
         ("--eclust", "clust", "effective sequence number: single-linkage clusters"),
         ("--enone", "none", "effective sequence number: the number of sequences"),
-    ):
-        effective.add_argument(flag, dest="effective", action="store_const", const=value, help=what)
+    )
     effective.add_argument("--eset", type=_real, metavar="X", help="effective sequence number set to X")
     building.add_argument("--ere", type=_real, metavar="X", help="for --eent: minimum relative entropy per position")
     building.add_argument("--esigma", type=_real, metavar="X", help="for --eent: sigma parameter [45.0]")
     building.add_argument("--eid", type=_real, metavar="X", help="for --eclust: fractional identity cutoff [0.62]")
     prior = building.add_mutually_exclusive_group()
-    prior.add_argument("--pnone", dest="prior", action="store_const", const="none", help="no prior")
-    prior.add_argument("--plaplace", dest="prior", action="store_const", const="laplace", help="a Laplace +1 prior")
+    _add_consts(prior, "prior", ("--pnone", "none", "no prior"), ("--plaplace", "laplace", "a Laplace +1 prior"))
     _add_phmmer_options(parser)
-    other = parser.add_argument_group("other (as jackhmmer)")
-    other.add_argument(
-        "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
-    )
-    other.add_argument(
-        "-Z", dest="Z", type=_real, metavar="X", help="number of comparisons for E-values [database size]"
-    )
-    other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
-    other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
-    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+    _add_other(parser, "jackhmmer")
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
     engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")
