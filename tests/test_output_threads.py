@@ -16,7 +16,7 @@ from gpuhmm.options import ReportSettings
 from gpuhmm.output import native, parallel, tables
 from gpuhmm.output.report import Report, ReportHeader
 
-from helpers.data import DATA, TABLES, hmmer_binary, report_body, table_body
+from helpers.data import DATA, TABLES, binary_models, hmmer_binary, report_body, table_body
 
 ALPHABET = pyhmmer.easel.Alphabet.amino()
 
@@ -39,11 +39,7 @@ def models(tmp_path_factory):
     with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
         hmms = list(handle)
     hmms.sort(key=lambda hmm: hmm.name != FIRST)
-    path = tmp_path_factory.mktemp("models") / "models.h3m"
-    with path.open("wb") as handle:
-        for hmm in hmms:
-            hmm.write(handle, binary=True)
-    return hmms, path
+    return hmms, binary_models(hmms, tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

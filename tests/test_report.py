@@ -23,7 +23,7 @@ from gpuhmm.output import native
 from gpuhmm.output.alidisplay import write_alignments
 from gpuhmm.output.report import ReportHeader, Stopwatch, write_report
 
-from helpers.data import DATA, header_block, hmmer_binary, report_body, without_timing
+from helpers.data import DATA, binary_models, header_block, hmmer_binary, report_body, without_timing
 
 ALPHABET = pyhmmer.easel.Alphabet.amino()
 
@@ -95,11 +95,7 @@ def models(tmp_path_factory):
     """The chosen Pfam models, and a binary HMM file of them for the binaries."""
     with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
         chosen = [hmm for hmm in handle if hmm.name in MODELS]
-    path = tmp_path_factory.mktemp("models") / "models.h3m"
-    with path.open("wb") as handle:
-        for hmm in chosen:
-            hmm.write(handle, binary=True)
-    return chosen, path
+    return chosen, binary_models(chosen, tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,15 @@ def hmmer_binary(name):
     return found
 
 
+def binary_models(hmms, directory):
+    """`hmms`, in their order, as one binary HMM file in `directory` (for the binaries): its path."""
+    path = Path(directory) / "models.h3m"
+    with path.open("wb") as handle:
+        for hmm in hmms:
+            hmm.write(handle, binary=True)
+    return path
+
+
 def table_body(path):
     """A table without its closing footer (program, options, directory, date): all rows and headers."""
     lines = Path(path).read_text().splitlines(keepends=True)
