@@ -103,12 +103,7 @@ def phmmer(
     queries, header = [], []
 
     def read(path):
-        if memory.is_file(path):
-            found = fasta.read_sequences(path, "amino")
-        else:
-            found = list(memory.sequences(path, job.queries, fasta.ALPHABETS["amino"]()))
-            if not found:
-                raise GpuhmmError(job.queries, "holds no sequences")
+        found = _query_sequences(path, job.queries)
         # phmmer reads its queries as protein, and skips a query without residues; its tables
         # open with the column header only where the file's first query has residues.
         queries.extend(query for query in found if len(query))
