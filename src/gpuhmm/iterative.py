@@ -29,7 +29,6 @@ import pyhmmer.plan7
 
 from .errors import GpuhmmError
 from .hits.text import text_of
-from .options import PhmmerOptions
 
 #: The comment p7_SingleBuilder gives a query's model (`src/seqmodel.c`); pyhmmer's builder leaves "-".
 SINGLE_SEQUENCE_COMMENT = "[HMM created from a query sequence]"
@@ -38,7 +37,7 @@ SINGLE_SEQUENCE_COMMENT = "[HMM created from a query sequence]"
 AUTHOR = "jackhmmer (HMMER 3.4)"
 
 
-def new_builder(options, alphabet, seed, first_round=PhmmerOptions()):
+def new_builder(options, alphabet, seed, first_round):
     """The one builder of a run, as jackhmmer's p7_builder_Create makes it: `options` (a
     `JackhmmerOptions`) for later rounds' models, `first_round`'s score system and calibration,
     and `seed`."""
@@ -191,8 +190,9 @@ def first_hits(hits, limit):
     HMMER's list (th->N): the counts of reported and included hits stay those of the whole list."""
     state = hits.__getstate__()
     kept = state["hit"][:limit]
-    renumber = {old: new for new, old in enumerate(sorted(kept))}
-    state["unsrt"] = [state["unsrt"][old] for old in sorted(kept)]
+    order = sorted(kept)
+    renumber = {old: new for new, old in enumerate(order)}
+    state["unsrt"] = [state["unsrt"][old] for old in order]
     state["hit"] = [renumber[old] for old in kept]
     state["N"] = len(kept)
     state["Nalloc"] = len(kept)

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import io
 import os
-import time
 from dataclasses import dataclass
 
-from .._version import __version__
-from ..hits.text import text_of, text_view, view
+from ..hits.text import text_view
 from ..hits.tophits import attached
 from ..hits.underflow import as_printed
 from ..options import ReportSettings
+from . import parallel, tables
 from .files import written_together
-from .report import Stopwatch, hit_counts, shown_name, write_domains, write_statistics, write_targets
+from .report import Stopwatch, write_query_lines, write_section, write_statistics
 from .report_header import HMMER_VERSION
 
 BANNER = "iteratively search a protein sequence against a protein database"
@@ -119,20 +118,33 @@ def write_outputs(queries, paths, checkpoints, report):
     writers = {
         "output": lambda handle: _write_report(handle, queries, report),
         "alignments": lambda handle: _write_alignments(handle, queries, report.settings.textw),
-        "tblout": lambda handle: _write_table(handle, queries, "targets", report),
-        "domtblout": lambda handle: _write_table(handle, queries, "domains", report),
     }
-    wanted = [(path, writers[kind]) for kind, path in paths.items() if path is not None]
+    formats = {"tblout": "targets", "domtblout": "domains"}
+    wanted = [(path, kind) for kind, path in paths.items() if path is not None]
     rounds = max((len(query.rounds) for query in queries), default=0)
     for path, (kind, number) in checkpoints.items():
         if number <= rounds:  # jackhmmer opens a round's checkpoint file as the round ends
-            wanted.append(
-                (path, lambda handle, kind=kind, number=number: _write_checkpoint(handle, queries, kind, number))
-            )
-    wanted = [(path, writer) for path, writer in wanted if path != os.devnull]
+            writers[path] = lambda handle, kind=kind, number=number: _write_checkpoint(handle, queries, kind, number)
+            wanted.append((path, path))
+    wanted = [(path, kind) for path, kind in wanted if path != os.devnull]
     with written_together([path for path, _ in wanted]) as handles:
-        for handle, (_, writer) in zip(handles, wanted):
-            writer(handle)
+        opened = {kind: handle for handle, (_, kind) in zip(handles, wanted)}
+        table_outputs = [(opened[kind], format) for kind, format in formats.items() if kind in opened]
+        if table_outputs:
+            _write_tables(table_outputs, queries, report)
+        for kind, handle in opened.items():
+            if kind in writers:
+                writers[kind](handle)
+
+
+def _write_tables(outputs, queries, report):
+    """p7_tophits_TabularTargets/Domains of each query's last round, named by its sequence,
+    for each (handle, format) of `outputs`: the column header only before the query file's
+    first sequence."""
+    footer = tuple(tables.hmmer_footer(report.command, report.query_file, report.target_file, "jackhmmer"))
+    header = bool(queries) and queries[0].position == 0
+    last = [attached(as_printed(query.rounds[-1].hits).__getstate__(), query.sequence) for query in queries]
+    parallel.write_per_query([(handle, tables.Table(format, footer, header)) for handle, format in outputs], last)
 
 
 def _write_report(binary, queries, report):
@@ -140,13 +152,7 @@ def _write_report(binary, queries, report):
     _write_header(handle, report)
     settings = report.settings
     for query in queries:
-        sequence = query.sequence
-        name, accession, description = map(view, text_of(sequence))
-        handle.write(f"Query:       {name}  [L={len(sequence)}]\n")
-        if accession:
-            handle.write(f"Accession:   {accession}\n")
-        if description:
-            handle.write(f"Description: {description}\n")
+        write_query_lines(handle, "jackhmmer", query.sequence)
         handle.write("\n")
         for done in query.rounds:
             _write_round(handle, done, settings, report.max_iterations)
@@ -164,7 +170,7 @@ def _write_report(binary, queries, report):
 
 def _write_round(handle, done, settings, max_iterations):
     """One round as jackhmmer's loop prints it: p7_tophits_Targets, p7_tophits_Domains and
-    p7_pli_Statistics between its "@@" lines."""
+    p7_pli_Statistics between its "@@" lines (`report.write_section`)."""
     if done.number > 1:
         sequences = done.previous_sequences
         handle.write(
@@ -175,13 +181,7 @@ def _write_round(handle, done, settings, max_iterations):
         )
     found = as_printed(done.hits)
     state = found.__getstate__()
-    counts = hit_counts(state)
-    names = [tuple(map(view, text_of(hit))) for hit in found]
-    namew = max([8] + [len(shown_name(name, accession, settings.acc)) for name, accession, _ in names])
-    write_targets(handle, found, namew, settings, counts, names)
-    handle.write("\n\n")
-    write_domains(handle, found, done.hmm, settings, counts, names)
-    handle.write("\n\n")
+    write_section(handle, found, done.hmm, settings, state)
     write_statistics(handle, found.mode, state["pipeline"], Stopwatch(*done.watch))
     handle.write(
         f"\n@@ New targets included:   {done.new_targets}\n"
@@ -234,28 +234,3 @@ def _write_checkpoint(handle, queries, kind, number):
                 done.hmm.write(handle, binary=False)
             else:
                 done.msa.write(handle, "pfam")
-
-
-def _write_table(handle, queries, format, report):
-    """p7_tophits_TabularTargets/Domains of each query's last round, named by its sequence;
-    the column header only before the file's first query."""
-    for query in queries:
-        last = as_printed(query.rounds[-1].hits)
-        named = attached(last.__getstate__(), query.sequence)
-        named.write(handle, format=format, header=query.position == 0)
-    handle.write("".join(f"{line}\n" for line in _footer(report)).encode())
-
-
-def _footer(report):
-    """The closing lines of a table, naming gpuhmm and the command that made it."""
-    rows = [
-        ("Program:", "gpuhmm"),
-        ("Version:", f"{__version__} (jackhmmer {HMMER_VERSION} rows, through pyhmmer)"),
-        ("Pipeline mode:", "SEARCH"),
-        ("Query file:", str(report.query_file)),
-        ("Target file:", str(report.target_file)),
-        ("Option settings:", report.command),
-        ("Current dir:", os.getcwd()),
-        ("Date:", time.strftime("%a %b %e %H:%M:%S %Y")),
-    ]
-    return ["#", *(f"# {key:<16} {value}" for key, value in rows), "# [ok]"]

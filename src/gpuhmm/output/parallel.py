@@ -61,20 +61,17 @@ def runs(hits: Sequence[TopHits], count: int) -> list[range]:
     return [range(start, end) for start, end in itertools.pairwise([*bounds, len(hits)]) if end > start]
 
 
-def write_per_query(
-    outputs: Sequence[tuple[BinaryIO, PerQuery]], hits: Sequence[TopHits], threads: int | None = None
-) -> list[TopHits]:
+def write_per_query(outputs: Sequence[tuple[BinaryIO, PerQuery]], hits: Sequence[TopHits]) -> list[TopHits]:
     """Write each (handle, writer) of `outputs` for `hits`, one TopHits per query in order;
     returns the hits as printed (`hits.underflow.as_printed`), which the writers are given."""
-    threads = threads or host_threads()
-    use_native = native.available()
+    threads = host_threads()
     printed = [as_printed(found) for found in hits]
-    places = [native.located(found) if use_native else None for found in printed]
+    places = [native.located(found) for found in printed]
     weight = sum(len(found) + 1 for found in printed)
     pieces = runs(printed, max(threads * RUNS_PER_THREAD, weight // RUN_HITS))
 
     def part(queries: range, writer: PerQuery):
-        with native.stream(use_native) as out:
+        with native.stream() as out:
             for index in queries:
                 writer.write_query(out, index, printed[index], places[index])
         return out.value

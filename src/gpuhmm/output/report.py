@@ -85,19 +85,20 @@ def write_report(
     handle.write(report.epilogue().decode("latin-1"))
 
 
-def _write_section(handle: TextIO, found: TopHits, query: object, settings: ReportSettings, state: dict) -> None:
+def write_section(handle: TextIO, found: TopHits, query: object, settings: ReportSettings, state: dict) -> None:
     """A query's target list and domain annotation, each followed by a blank line: what
-    `native.write_hit_lists` writes, restated."""
-    counts = hit_counts(state)
+    `native.write_hit_lists` writes, restated; `state` is `found`'s pickled state."""
+    counts = _hit_counts(state)
     names = [tuple(map(view, text_of(hit))) for hit in found]
-    namew = max([8] + [len(shown_name(name, accession, settings.acc)) for name, accession, _ in names])
-    write_targets(handle, found, namew, settings, counts, names)
+    namew = max([8] + [len(_shown_name(name, accession, settings.acc)) for name, accession, _ in names])
+    _write_targets(handle, found, namew, settings, counts, names)
     handle.write("\n\n")
-    write_domains(handle, found, query, settings, counts, names)
+    _write_domains(handle, found, query, settings, counts, names)
     handle.write("\n\n")
 
 
-def _write_query(handle: TextIO, program: Program, query: object) -> None:
+def write_query_lines(handle: TextIO, program: Program, query: object) -> None:
+    """A query's "Query:", "Accession:" and "Description:" lines, as `program` prints them."""
     name, accession, description = map(view, text_of(query))
     if program == "hmmsearch":
         handle.write(f"Query:       {name}  [M={query.M}]\n")
@@ -110,7 +111,7 @@ def _write_query(handle: TextIO, program: Program, query: object) -> None:
         handle.write(f"Description: {description}\n")
 
 
-def hit_counts(state: dict) -> list[tuple[float, int]]:
+def _hit_counts(state: dict) -> list[tuple[float, int]]:
     """(nexpected, nreported) of each hit in ranked order, from the serialized P7_HITs."""
     return [domain_counts(state["unsrt"][slot]) for slot in state["hit"]]
 
@@ -120,11 +121,11 @@ def _domain_accuracy(domain: object) -> float:
     return domain_oasc(domain.__getstate__()) / (1.0 + abs(float(domain.env_to - domain.env_from)))
 
 
-def shown_name(name: str, accession: str | None, acc: bool) -> str:
+def _shown_name(name: str, accession: str | None, acc: bool) -> str:
     return accession if acc and accession else name
 
 
-def write_targets(
+def _write_targets(
     handle: TextIO, found: TopHits, namew: int, settings: ReportSettings, counts: list, names: list
 ) -> None:
     search = found.mode == "search"
@@ -143,7 +144,7 @@ def write_targets(
             above_inclusion = False
         best = hit.best_domain
         newness = "+" if hit.new else "-" if hit.dropped else " "
-        shown = shown_name(name, accession, settings.acc)
+        shown = _shown_name(name, accession, settings.acc)
         handle.write(
             f"{newness} {hit.evalue:9.2g} {hit.score:6.1f} {hit.bias:5.1f}  {best.i_evalue:9.2g} {best.score:6.1f} "
             f"{best.bias:5.1f}  {nexpected:5.1f} {nreported:2d}  {shown:<{namew}}  "
@@ -153,7 +154,7 @@ def write_targets(
         handle.write("\n   [No hits detected that satisfy reporting thresholds]\n")
 
 
-def write_domains(
+def _write_domains(
     handle: TextIO, found: TopHits, query: object, settings: ReportSettings, counts: list, names: list
 ) -> None:
     search = found.mode == "search"
@@ -165,7 +166,7 @@ def write_domains(
     for hit, (_, nreported), (name, accession, description) in zip(found, counts, names):
         if not hit.reported:
             continue
-        shown = shown_name(name, accession, settings.acc)
+        shown = _shown_name(name, accession, settings.acc)
         if settings.textw > 0:
             description = description[: max(32, settings.textw - len(shown) - 5)]
         handle.write(f">> {shown}  {description}\n")
@@ -201,8 +202,8 @@ def write_domains(
             write_alignment(
                 handle,
                 ali,
-                shown_name(*model, settings.acc),
-                shown_name(*sequence, settings.acc),
+                _shown_name(*model, settings.acc),
+                _shown_name(*sequence, settings.acc),
                 settings.textw,
             )
             handle.write("\n")
@@ -283,10 +284,10 @@ class Report:
         is given."""
         query = found.query if self.queries is None else self.queries[index]
         settings, text = self.settings, io.StringIO()
-        _write_query(text, self.header.program, query)
+        write_query_lines(text, self.header.program, query)
         if place is None:
             state = found.__getstate__()
-            _write_section(text, found, query, settings, state)
+            write_section(text, found, query, settings, state)
             pipeline = state["pipeline"]
         else:
             out.write(text.getvalue().encode("latin-1"))

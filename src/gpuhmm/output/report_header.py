@@ -13,7 +13,7 @@ from ..options import OutputFiles, PhmmerOptions, SearchOptions
 
 HMMER_VERSION = "3.4"
 
-Program = Literal["hmmsearch", "phmmer", "hmmscan"]
+Program = Literal["hmmsearch", "phmmer", "hmmscan", "jackhmmer"]
 
 #: Per program: its banner, the labels of its query and target files, its letter in _OPTION_LINES.
 PROGRAMS = {

@@ -125,13 +125,14 @@ def _write_shuffle_table(handle, rows):
     handle.write(("\n".join(lines) + "\n").encode("latin-1"))
 
 
-def hmmer_footer(command, models_file, targets_file, scan=False):
-    """The closing lines of an HMMER table, naming gpuhmm and the command that made it."""
+def hmmer_footer(command, query_file, targets_file, program="hmmsearch"):
+    """The closing lines of an HMMER table, naming gpuhmm, the HMMER `program` whose rows it
+    holds and the command that made it."""
     rows = [
         ("Program:", "gpuhmm"),
-        ("Version:", f"{__version__} ({'hmmscan' if scan else 'hmmsearch'} 3.4 rows, through pyhmmer)"),
-        ("Pipeline mode:", "SCAN" if scan else "SEARCH"),
-        ("Query file:", str(models_file)),
+        ("Version:", f"{__version__} ({program} 3.4 rows, through pyhmmer)"),
+        ("Pipeline mode:", "SCAN" if program == "hmmscan" else "SEARCH"),
+        ("Query file:", str(query_file)),
         ("Target file:", str(targets_file)),
         ("Option settings:", command),
         ("Current dir:", os.getcwd()),
