@@ -27,10 +27,9 @@ from ..options import ReportSettings
 from . import parallel, tables
 from .files import written_together
 from .report import Stopwatch, write_query_lines, write_section, write_statistics
-from .report_header import HMMER_VERSION
+from .report_header import RULE, option_text, write_banner
 
 BANNER = "iteratively search a protein sequence against a protein database"
-_RULE = "# - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n"
 
 #: output_header()'s lines in jackhmmer's order: (flag, text after "# "); a % takes the value.
 OPTION_LINES = (
@@ -195,28 +194,14 @@ def _write_round(handle, done, settings, max_iterations):
 
 
 def _write_header(handle, report):
-    handle.write(f"# {report.shown_as} :: {BANNER}\n")
-    handle.write(f"# HMMER {HMMER_VERSION} (Aug 2023); http://hmmer.org/\n")
-    handle.write("# Copyright (C) 2023 Howard Hughes Medical Institute.\n")
-    handle.write("# Freely distributed under the BSD open source license.\n")
-    handle.write(_RULE)
+    write_banner(handle, report.shown_as, BANNER)
     handle.write(f"# query sequence file:             {text_view(str(report.query_file))}\n")
     handle.write(f"# target sequence database:        {text_view(str(report.target_file))}\n")
     used = dict(report.options)
     for flag, text in OPTION_LINES:
         if flag in used:
-            handle.write(f"# {text_view(_option_text(flag, text, used[flag]))}\n")
-    handle.write(_RULE + "\n")
-
-
-def _option_text(flag, text, value):
-    if flag == "--seed" and value == 0:
-        return "random number seed:              one-time arbitrary"
-    if "%" not in text:
-        return text
-    if "%s" in text:
-        return text % value
-    return text % (int(value) if "%d" in text else float(value))
+            handle.write(f"# {text_view(option_text(text, used[flag]))}\n")
+    handle.write(RULE + "\n")
 
 
 def _write_alignments(handle, queries, textw):

@@ -28,7 +28,7 @@ PROGRAMS = {
 }
 
 
-_RULE = "# - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n"
+RULE = "# - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n"
 
 
 #: output_header()'s option lines, in its order: (flag, programs that print it, text after "# ").
@@ -111,13 +111,18 @@ class ReportHeader:
     shown_as: str | None = None
 
 
-def write_header(handle: TextIO, header: ReportHeader) -> None:
-    banner, query_label, target_label, letter = PROGRAMS[header.program]
-    handle.write(f"# {header.shown_as or header.program} :: {banner}\n")
+def write_banner(handle: TextIO, shown_as: str, banner: str) -> None:
+    """`p7_banner()`: the program and what it does, HMMER's version and licence, a rule."""
+    handle.write(f"# {shown_as} :: {banner}\n")
     handle.write(f"# HMMER {HMMER_VERSION} (Aug 2023); http://hmmer.org/\n")
     handle.write("# Copyright (C) 2023 Howard Hughes Medical Institute.\n")
     handle.write("# Freely distributed under the BSD open source license.\n")
-    handle.write(_RULE)
+    handle.write(RULE)
+
+
+def write_header(handle: TextIO, header: ReportHeader) -> None:
+    banner, query_label, target_label, letter = PROGRAMS[header.program]
+    write_banner(handle, header.shown_as or header.program, banner)
     handle.write(f"# {query_label:<33}{header.query_file}\n# {target_label:<33}{header.target_file}\n")
     used = dict(header.options)
     lines = [(flag, text) for flag, programs, text in _OPTION_LINES if letter in programs]
@@ -126,11 +131,11 @@ def write_header(handle: TextIO, header: ReportHeader) -> None:
         raise ValueError(f"{header.program} prints no header line for {sorted(unknown)}")
     for flag, text in lines:
         if flag in used:
-            handle.write(f"# {_option_text(text, used[flag])}\n")
-    handle.write(_RULE + "\n")
+            handle.write(f"# {option_text(text, used[flag])}\n")
+    handle.write(RULE + "\n")
 
 
-def _option_text(text: str, value: object) -> str:
+def option_text(text: str, value: object) -> str:
     """An option line with its value, converted as HMMER's getopts would read it."""
     if "%" not in text:
         return text
