@@ -51,11 +51,10 @@ from pathlib import Path
 import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from realdata import mutated_database, text  # noqa: E402
-
 from benchdb import read_digital, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import strip_footer  # noqa: E402
 from endtoend import DATA, RunPlace, Steps, default_threads, recorded, recorded_path, run_timed  # noqa: E402
+from realdata import mutated_database, text  # noqa: E402
 
 DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
 QUICK = {"queries": 3, "residues": 1_000_000, "sample": 3}

@@ -58,8 +58,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from realdata import mutated_database  # noqa: E402
-
 from benchdb import homolog_count, make_database, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import TABLES, strip_footer  # noqa: E402
 from endtoend import (  # noqa: E402
@@ -75,6 +73,7 @@ from endtoend import (  # noqa: E402
     table_flags,
     table_paths,
 )
+from realdata import mutated_database  # noqa: E402
 
 #: The two ways a count of GPUs is timed: its own processes, or a running `gpuhmm cluster`.
 MODES = {"cold": ("wall_s", "efficiency", "runs"), "warm": ("warm_wall_s", "warm_efficiency", "warm_runs")}

@@ -49,8 +49,6 @@ import pyhmmer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from realdata import mutated_database  # noqa: E402
-
 from gpuhmm.hits.underflow import as_printed  # noqa: E402
 from gpuhmm.options import ReportSettings  # noqa: E402
 from gpuhmm.output import tables  # noqa: E402
@@ -59,6 +57,7 @@ from gpuhmm.output.report import Report, ReportHeader, write_report  # noqa: E40
 from benchdb import write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import cpu_model  # noqa: E402
 from endtoend import DATA, default_threads, host_tag, open_models  # noqa: E402
+from realdata import mutated_database  # noqa: E402
 
 #: The reported hits and domains of "Real proteins" (benchmarks/RESULTS.md).
 REAL_HITS, REAL_DOMAINS = 273_847, 333_809
