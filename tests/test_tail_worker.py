@@ -11,42 +11,29 @@ import subprocess
 import pytest
 
 from gpuhmm import search
-from gpuhmm.engine.reference import ReferenceEngine
-from gpuhmm.stages.tail import launch
-from gpuhmm.worker import STATE
+from gpuhmm.worker import STATE, tailqueue
 
 from helpers.cli import golden_runs, run_golden, run_tables
 from helpers.data import DATA, hmmer_binary, report_body
-from helpers.tail import run_batch
+from helpers.tail import HostTailEngine
 
 GPU_DOMAINS = ("--domaindef", "gpu")
 ENGINE = ("--backend", "gpu", "--cpu", 2, "--db-shards", 3, "--model-shards", 2)
 RUNS = golden_runs()
 
 
-class HostTailEngine(ReferenceEngine):
-    """The numpy filters, and the tail through the host build; with `refuse`, every refuse-th
-    pair of a batch comes back as beyond the kernel's capacity."""
-
-    def __init__(self, refuse=0):
-        super().__init__(90, warps=8)
-        self.refuse = refuse
-        self.pairs = 0
-
-    def tail(self, batch):
-        outputs = run_batch(batch)
-        if self.refuse:
-            outputs["status"][:: self.refuse] = launch.CAPACITY
-        self.pairs += len(batch.pairs)
-        return outputs
-
-
 @pytest.fixture
 def host_tail(monkeypatch):
+    """The host build as the GPU, with no latency: the tail queue gives it pairs of these small
+    jobs too."""
+
     def install(refuse=0):
         engine = HostTailEngine(refuse)
         monkeypatch.setattr(search, "gpu_problem", lambda: None)
         monkeypatch.setattr(STATE, "gpu_engine", engine)
+        monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
+        monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
+        monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
         return engine
 
     return install
@@ -60,9 +47,15 @@ def test_tables_identical_to_hmmsearch(tmp_path, host_tail, case):
     assert engine.pairs > 0
 
 
-def test_pyhmmer_finishes_by_default(tmp_path, host_tail):
+def test_the_gpu_tail_is_the_default(tmp_path, host_tail):
     engine = host_tail()
     run_golden(tmp_path, "search", "heldout", "defaults", *ENGINE)
+    assert engine.pairs > 0
+
+
+def test_pyhmmer_finishes_every_pair_with_domaindef_cpu(tmp_path, host_tail):
+    engine = host_tail()
+    run_golden(tmp_path, "search", "heldout", "defaults", *ENGINE, "--domaindef", "cpu")
     assert engine.pairs == 0
 
 

@@ -226,9 +226,9 @@ def _add_search_arguments(parser, program="hmmsearch"):
         engine.add_argument(
             "--domaindef",
             metavar=f"{{{','.join(DOMAINDEFS)}}}",
-            default="cpu",
+            default="gpu",
             help="where the GPU backend runs domain definition and the stages after the Forward "
-            "filter: pyhmmer on the CPU, or the GPU's exact port [cpu]",
+            "filter: the GPU's exact port with the host's cores beside it, or pyhmmer alone [gpu]",
         )
         engine.add_argument(
             "--shuffle",
@@ -375,6 +375,6 @@ def _add_jackhmmer_arguments(parser):
     engine.add_argument(
         "--domaindef",
         metavar=f"{{{','.join(DOMAINDEFS)}}}",
-        default="cpu",
-        help="where the GPU backend runs the stages after the Forward filter [cpu]",
+        default="gpu",
+        help="where the GPU backend runs the stages after the Forward filter [gpu]",
     )

@@ -33,6 +33,7 @@ class TaskResult:
     stage_seconds: dict  # GPU filter stages and the CPU tail (GPU backend), plus Viterbi cells
     worker: str  # host:process id
     span: tuple  # (start, end), Unix seconds
+    tail_span: tuple | None = None  # (queued, finished) of its pairs past the filters in the tail queue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,7 @@ class SharedContext:
     database: object
     arguments: dict
     backend: str
-    domaindef: str = "cpu"  # where the GPU backend runs the stages after the Forward filter
+    domaindef: str = "gpu"  # where the GPU backend runs the stages after the Forward filter
 
     def __reduce__(self):
         # Pickled by pickle whichever pickler asks: Dask hands bytes that hold "__main__" (a
@@ -67,7 +68,7 @@ class SharedContext:
         return _unpickled_context, (pickle.dumps(fields),)
 
     @classmethod
-    def of(cls, models, database, arguments, backend, domaindef="cpu"):
+    def of(cls, models, database, arguments, backend, domaindef="gpu"):
         if isinstance(models, ModelsOnDisk):
             return cls(models.key, models, database, arguments, backend, domaindef)
         return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend, domaindef)

@@ -261,7 +261,7 @@ class EngineSettings:
     db_shards: int = 1  # shards a FASTA database is split into
     model_shards: int | None = None  # model groups balanced by length; None: guided groups
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
-    domaindef: str = "cpu"  # cpu | gpu: where the GPU backend runs the stages after the Forward filter
+    domaindef: str = "gpu"  # gpu | cpu: where the GPU backend runs the stages after the Forward filter
 
     def __post_init__(self):
         _check_choice("--backend", self.backend, BACKENDS)

@@ -43,6 +43,9 @@ class SearchResult:
     #: Per worker: tasks, seconds busy, and the seconds from the search's start to its first
     #: task's start and to its last task's end (a late first start is a slow worker start-up).
     workers: dict = dataclasses.field(default_factory=dict)
+    #: When the first pairs were queued for the tail and the last finished there (Unix seconds;
+    #: GPU backend, `--domaindef gpu`), or None.
+    tail_window: tuple | None = None
 
 
 def resolve_backend(requested, cluster_gpus=0, scheduler=None, cells=None, threads=1):
@@ -96,7 +99,7 @@ def plan_tasks(models, database, model_groups, slots):
     return tasks
 
 
-def run_search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="cpu"):
+def run_search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="gpu"):
     """Search `models` against every shard of `database` on `executor`.
 
     `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
@@ -128,6 +131,10 @@ def run_search(models, database, options, executor, model_groups=None, slots=1, 
         worker["busy_cpu_s"] = round(worker["busy_cpu_s"] + outcome.cpu_seconds, 3)
         worker["first_start_s"] = min(worker["first_start_s"], first)
         worker["last_end_s"] = max(worker["last_end_s"], last)
+        if outcome.tail_span is not None:
+            first, last = outcome.tail_span
+            window = result.tail_window or (first, last)
+            result.tail_window = (min(window[0], first), max(window[1], last))
     result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
     result.wall_seconds = time.perf_counter() - started
     for name, worker in sorted(result.workers.items()):

@@ -11,9 +11,10 @@ import io
 import numpy as np
 import pyhmmer
 
+from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.hits import records
 from gpuhmm.stages import vitfilter
-from gpuhmm.stages.tail import schedule
+from gpuhmm.stages.tail import launch, schedule
 from gpuhmm.stages.tail.profile import StripedProfile
 
 from . import tail_build
@@ -128,6 +129,10 @@ class HostDevice:
     get = staticmethod(np.copy)
 
     @staticmethod
+    def resident(array):
+        return array
+
+    @staticmethod
     def empty(nbytes):
         return np.zeros(nbytes, np.uint8)
 
@@ -143,6 +148,27 @@ class HostDevice:
 def run_batch(batch, budget=1 << 30):
     """Every pair of `batch` (a TailBatch) through the host build of the stages: their outputs."""
     return schedule.run(batch, HostDevice(), budget)
+
+
+class HostTailEngine(ReferenceEngine):
+    """The numpy filters, and the tail through the host build; with `refuse`, every refuse-th
+    pair of a batch comes back as beyond the kernel's capacity, and with `refused(name)`, every
+    pair whose target's name it holds for, however the pairs are batched."""
+
+    def __init__(self, refuse=0, refused=None):
+        super().__init__(90, warps=8)
+        self.refuse, self.refused = refuse, refused
+        self.pairs = 0
+
+    def tail(self, batch, timing=None):
+        outputs = run_batch(batch)
+        if self.refuse:
+            outputs["status"][:: self.refuse] = launch.CAPACITY
+        if self.refused:
+            names = [batch.names[3 * int(sequence)] for sequence in batch.pairs["sequence"]]
+            outputs["status"][[self.refused(name) for name in names]] = launch.CAPACITY
+        self.pairs += len(batch.pairs)
+        return outputs
 
 
 def batch_cases(pfam_test_data):

@@ -27,15 +27,20 @@ def open_driver():
     return _initialized_driver() is not None
 
 
+#: CU_CTX_SCHED_BLOCKING_SYNC: a thread waiting for the GPU sleeps instead of spinning, so that
+#: the threads waiting on kernels leave their cores to the host's share of the work.
+_BLOCKING_SYNC = 0x04
+
+
 def retain_primary_context():
     """Initialize the driver and retain the primary context of the first GPU it shows this
-    process, the context CUDA's runtime (and so CuPy) works in; whether it did. Retained, it
-    stays while the process lives."""
+    process, the context CUDA's runtime (and so CuPy) works in, with blocking waits; whether it
+    did. Retained, it stays while the process lives."""
     driver = _initialized_driver()
     if driver is None:
         return False
     device, context = ctypes.c_int(), ctypes.c_void_p()
-    return (
-        driver.cuDeviceGet(ctypes.byref(device), 0) == 0
-        and driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0
-    )
+    if driver.cuDeviceGet(ctypes.byref(device), 0) != 0:
+        return False
+    driver.cuDevicePrimaryCtxSetFlags(device, _BLOCKING_SYNC)  # refused once the context is active
+    return driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0

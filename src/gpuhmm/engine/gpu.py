@@ -113,6 +113,10 @@ class GpuEngine:
     def warps(self, warps_per_sm):
         return self.multiprocessors * warps_per_sm
 
+    def holds(self, M):
+        """Whether the filter kernels take a model of M nodes: its SSV table fits in shared memory."""
+        return tuning.choose(M, "ssv", self.compute_capability).striping.shared_bytes <= self.shared_memory_limit
+
     def kernel(self, choice):
         s = choice.striping
         if choice.stage == "viterbi":
@@ -514,7 +518,9 @@ class GpuEngine:
 
 class _TailDevice:
     """`stages.tail.schedule.run`'s device on the GPU: CuPy arrays on the caller's stream, one
-    launch per stage call, `tail_launch.THREADS_PER_ITEM` threads per item."""
+    launch per stage call, `tail_launch.THREADS_PER_ITEM` threads per item. Transfers go through
+    pinned memory, asynchronous on the stream, so that a read waits for this stream alone and
+    other threads' copies and kernels run on meanwhile."""
 
     KERNELS = tuple(f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize"))
     THREADS = 64
@@ -522,8 +528,27 @@ class _TailDevice:
     def __init__(self, engine):
         self.engine, self.events, self.kept = engine, [], []
 
-    put = staticmethod(cupy.asarray)
-    get = staticmethod(cupy.asnumpy)
+    def put(self, array):
+        array = np.ascontiguousarray(array)
+        staged = _pinned(array.shape, array.dtype)
+        staged[...] = array
+        out = cupy.empty(array.shape, array.dtype)
+        if array.nbytes:
+            out.data.copy_from_host_async(staged.ctypes.data, array.nbytes, cupy.cuda.get_current_stream())
+        self.kept.append(staged)  # pinned until the stream has passed the copy: the run ends with a read
+        return out
+
+    @staticmethod
+    def get(array):
+        host = _pinned(array.shape, array.dtype)
+        if array.nbytes:
+            stream = cupy.cuda.get_current_stream()
+            array.data.copy_to_host_async(host.ctypes.data, array.nbytes, stream)
+            stream.synchronize()
+        return host
+
+    def resident(self, array):
+        return self.engine.resident(array)
 
     @staticmethod
     def empty(nbytes):
@@ -535,7 +560,7 @@ class _TailDevice:
 
     def launch(self, stage, count, struct):
         kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
-        pointer = cupy.asarray(np.frombuffer(struct, dtype=np.uint8))
+        pointer = self.put(np.frombuffer(struct, dtype=np.uint8))
         spread = tail_launch.THREADS_PER_ITEM[stage]
         started, stopped = cupy.cuda.Event(), cupy.cuda.Event()
         started.record()
@@ -550,3 +575,13 @@ class _TailDevice:
             stopped.synchronize()
             name = self.KERNELS[stage].split("_")[-1]
             timing[name] = timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3
+
+
+def _pinned(shape, dtype):
+    """A host array in page-locked memory from CuPy's pool, which it holds while it lives."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if not count:
+        return np.empty(shape, dtype)
+    memory = cupy.cuda.alloc_pinned_memory(count * dtype.itemsize)
+    return np.frombuffer(memory, dtype, count).reshape(shape)

@@ -99,11 +99,13 @@ def merged_runs(runs, contents, merged, command, models_file, started):
 
 def gpu_stage_summary(stage_seconds):
     """Seconds per GPU-backend stage, summed over tasks, and the Viterbi and Forward kernels' TCUPS."""
+    counted = ("_cells", "_count")
     summary = {
         f"{name}_s": round(float(value), 4)
         for name, value in stage_seconds.items()
-        if not name.endswith("_cells") and not name.startswith("pairs_")
+        if not name.endswith(counted) and not name.startswith("pairs_")
     }
+    summary.update((name, round(float(value), 2)) for name, value in stage_seconds.items() if name.endswith("_count"))
     summary.update((name, int(value)) for name, value in stage_seconds.items() if name.startswith("pairs_"))
     for stage in ("viterbi", "forward"):
         cells = int(stage_seconds.get(f"{stage}_cells", 0))
@@ -135,4 +137,7 @@ def search_record(command, backend, cluster, models_file, sequences_file, option
     }
     if result.stage_seconds:
         record["gpu_stages"] = gpu_stage_summary(result.stage_seconds)
+    if result.tail_window is not None:
+        started, ended = result.tail_window
+        record["tail"] = {"started_at": started, "ended_at": ended, "wall_s": round(ended - started, 3)}
     return record

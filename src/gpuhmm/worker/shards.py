@@ -111,6 +111,16 @@ class ResidentShard:
             in_file_order.append(FilterOutcome(**fields))
         return in_file_order
 
+    def lengths(self, positions):
+        """The lengths of the sequences at block `positions`."""
+        shard_index = self._file_order[positions]
+        return self._shard.offsets[shard_index + 1] - self._shard.offsets[shard_index]
+
+    def names(self, positions):
+        """(name, accession, description) of the sequences at block `positions`, as bytes, as
+        `hits.text.sequence_text` reads them from their pyhmmer sequences (FASTA has no accession)."""
+        return [(self._shard.names[i], b"", self._shard.descriptions[i]) for i in self._file_order[positions].tolist()]
+
     def tail_sequences(self, positions):
         """(residues, offsets) of the sequences at block `positions`, one after another."""
         shard_index = self._file_order[positions]

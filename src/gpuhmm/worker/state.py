@@ -14,6 +14,7 @@ from ..engine import gpu_problem
 from ..errors import GpuhmmError
 from .models import ConfiguredModels
 from .shards import ResidentShards, host_memory_bytes
+from .tailqueue import TailQueue
 
 log = logging.getLogger("gpuhmm")
 
@@ -26,14 +27,17 @@ SIEVE_SHARE = 0.25
 
 class WorkerState:
     """Everything a worker keeps between tasks: its resident shards, its configured models, its
-    GPU engine (one per process; each thread issues its calls on a stream of its own), each
-    thread's pyhmmer pipelines, and the slots that pace SSV (`SIEVE_SHARE`)."""
+    GPU engine (one per process; each thread issues its calls on a stream of its own) and the
+    engine's tail queue, each thread's pyhmmer pipelines, and the slots that pace SSV
+    (`SIEVE_SHARE`)."""
 
     def __init__(self):
         self.shards = ResidentShards(self._default_shard_budget)
         self.models = ConfiguredModels()
         self.gpu_engine = None  # made on first use by `engine`
+        self.gpu_tail = None  # the engine's tail queue, made on first use by `tail_queue`
         self.sieve_slots = None  # a semaphore of SIEVE_SHARE of the threads, once they are known
+        self.threads = os.cpu_count() or 1  # the worker's threads, once they are known
         self._engine_lock = threading.Lock()
         self._per_thread = threading.local()
 
@@ -48,6 +52,15 @@ class WorkerState:
 
                 self.gpu_engine = GpuEngine()
             return self.gpu_engine
+
+    def tail_queue(self):
+        """The GPU's tail queue (`tailqueue.TailQueue`), made on first use; its feeders run the
+        engine's batches, and threads that help it use their own pipelines."""
+        engine = self.engine()
+        with self._engine_lock:
+            if self.gpu_tail is None or self.gpu_tail.engine is not engine:
+                self.gpu_tail = TailQueue(engine, self.pipeline, self.threads)
+            return self.gpu_tail
 
     def pipeline(self, alphabet, arguments):
         """This thread's pyhmmer Pipeline for `arguments`, reused across tasks: a new one allocates
@@ -72,6 +85,9 @@ class WorkerState:
         if backend != "gpu":
             return
         if threads:
+            self.threads = threads
+            if self.gpu_tail is not None:
+                self.gpu_tail.threads = threads
             self.sieve_slots = threading.BoundedSemaphore(max(1, round(SIEVE_SHARE * threads)))
 
         def load_kernels():

@@ -4,8 +4,9 @@ On the CPU backend a task runs HMMER's whole pipeline through pyhmmer. On the GP
 filter stages run on the GPU first (`engine.filters`), and pyhmmer's pipeline re-runs every
 stage on the survivors only; since the GPU stages pass HMMER's set or more (exactly up to
 Viterbi, with a margin at Forward), the hits are the same, and `hits.tophits` restates
-their statistics as a search of the whole shard. With `--domaindef gpu` the GPU finishes the
-survivors it can vouch for (`worker.tail`) and pyhmmer the rest.
+their statistics as a search of the whole shard. With `--domaindef gpu` the survivors go to the
+worker's tail queue, where the GPU finishes the pairs it can vouch for and the waiting task
+threads the rest with pyhmmer (`worker.tail`).
 """
 
 from __future__ import annotations
@@ -34,25 +35,42 @@ def run_task(task, shared):
     shard = STATE.shards.get(database, task.shard, backend)
     models = [shared.models[position] for position in task.positions]
     pipeline = STATE.pipeline(database.alphabet, arguments)
-    filtered = None
+    filtered, finished = {}, {}  # by index in `models`: the GPU filters' outcome, the tail's result
     stage_seconds = {}
     if backend == "gpu" and arguments["F1"] < 1.0:
-        prepared = STATE.models.filter_models(shared.search_key, task.positions, models)
-        filtered = _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)
-    finished = None
-    if filtered is not None and shared.domaindef == "gpu":
+        # A model too long for the SSV kernel goes through pyhmmer's whole pipeline.
+        held = [index for index, model in enumerate(models) if STATE.engine().holds(model.M)]
+        held_models = [models[index] for index in held]
+        prepared = STATE.models.filter_models(shared.search_key, [task.positions[i] for i in held], held_models)
+        filtered = dict(zip(held, _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)))
+    tail_span = None
+    if filtered and shared.domaindef == "gpu":
         started_tail, started_cpu = time.perf_counter(), time.thread_time()
-        finished = tail.finish(STATE.engine(), shard, models, prepared, filtered, pipeline, arguments["seed"])
+        tail_started = time.time()
+        found, queue_stats = tail.finish(
+            STATE.tail_queue(),
+            shard,
+            held_models,
+            prepared,
+            list(filtered.values()),
+            pipeline,
+            (database.alphabet, arguments),
+            arguments["seed"],
+        )
+        finished = dict(zip(filtered, found))
+        tail_span = (tail_started, time.time())
+        for name, value in queue_stats.items():
+            _add(stage_seconds, name, value)
         _add(stage_seconds, "tail", time.perf_counter() - started_tail)
         _add(stage_seconds, "tail_host_cpu", time.thread_time() - started_cpu)
     hits, counts = [], {}
     for index, model in enumerate(models):
-        if filtered is None:
+        if index not in filtered:
             found = pipeline.search_hmm(model, shard.block)
         else:
             outcome = filtered[index]
             started_tail, started_cpu = time.perf_counter(), time.thread_time()
-            if finished is None:
+            if index not in finished:
                 searched, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
             else:
                 searched, on_gpu, passed = finished[index]
@@ -83,6 +101,7 @@ def run_task(task, shared):
         stage_seconds,
         worker_name(),
         (started_at, time.time()),
+        tail_span,
     )
 
 

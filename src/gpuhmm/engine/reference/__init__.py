@@ -14,6 +14,7 @@ import numpy as np
 
 from ...stages.msvfilter import F1_PASS, F1_UNDECIDED, f1_outcome
 from ...stages.msvlayout import cost_rows, stripe_table
+from ...stages.tail import launch
 from ..pairs import models_present
 from .biasfilter import bias_scores
 from .fwdfilter import forward_scores
@@ -33,8 +34,24 @@ class ReferenceEngine:
     def warps(self, warps_per_sm):
         return self._warps
 
+    @staticmethod
+    def holds(M):
+        """Every model: numpy has no shared memory to fill."""
+        return True
+
     def preload(self, lengths):
         """Nothing to load: the reference compiles nothing."""
+
+    def tail(self, batch, timing=None):
+        """The stages after the Forward filter have no numpy model here (the tests hold their
+        oracle): every pair goes back to the tail queue for pyhmmer."""
+        pairs = len(batch.pairs)
+        return {
+            "status": np.full(pairs, launch.CAPACITY, np.int32),
+            "hits": np.zeros(pairs, launch.HIT_DTYPE),
+            "records": np.zeros(0, np.uint8),
+            "record_offsets": np.zeros(pairs + 1, np.int64),
+        }
 
     def _tables(self, choice, model):
         values, fill = cost_rows(model, choice.arithmetic)

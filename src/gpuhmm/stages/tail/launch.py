@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import threading
+import weakref
 
 import numpy as np
 
@@ -138,58 +140,84 @@ def _aligned(size, alignment=16):
 
 
 class ModelPack:
-    """Striped profiles (`profile.StripedProfile`) in one byte blob, with the table of
-    `Model` structs that points into it wherever the blob is placed (`table(base)`)."""
+    """Striped profiles (`profile.StripedProfile`), each packed once into a byte piece of its own
+    (kept while the profile lives, so that a device copy of it can stay resident for the search),
+    with the table of `Model` structs that points into the pieces wherever they are placed
+    (`table(bases)`)."""
 
     def __init__(self, profiles):
-        pieces, self._fields, used = [], [], 0
-
-        def put(array):
-            nonlocal used
-            data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
-            at = used
-            pieces.append(np.pad(data, (0, _aligned(len(data)) - len(data))))
-            used += _aligned(len(data))
-            return at
-
-        def text(value):
-            return None if value is None else put(np.frombuffer(value.encode("ascii") + b"\0", np.uint8))
-
-        for p in profiles:
-            abc = p.alphabet
-            degenerate = np.zeros((max(1, len(abc.degenerate)), abc.K + 1), dtype=np.uint8)
-            for row, members in enumerate(abc.degenerate):
-                degenerate[row, : 1 + len(members)] = (len(members), *members)
-            codes = np.array([abc.code(c) for c in p.consensus], dtype=np.uint8)
-            self._fields.append(
-                dict(
-                    shape=(p.M, p.Q, abc.K, abc.Kp),
-                    tail=(p.tau, p.lam),
-                    rfv=put(p.emissions.astype(F32)),
-                    tfv=put(p.transitions.astype(F32)),
-                    degenerate=put(degenerate),
-                    consensus_code=put(codes),
-                    consensus=text(p.consensus),
-                    rf=text(p.reference),
-                    cs=text(p.structure),
-                    symbols=text(abc.symbols),
-                )
-            )
-        self.blob = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
         self.profiles = list(profiles)
+        packed = [_packed(p) for p in self.profiles]
+        self.pieces = [piece for piece, _ in packed]
+        self._fields = [fields for _, fields in packed]
         self.names = NameTable.of(self.profiles)
 
-    def table(self, base):
-        """The `Model` structs as bytes, their pointers into the blob placed at address `base`."""
-
-        def at(offset):
-            return None if offset is None else base + offset
-
+    def table(self, bases):
+        """The `Model` structs as bytes, profile i's pointers into its piece placed at `bases[i]`."""
         models = (_Model * len(self._fields))()
-        for model, f in zip(models, self._fields):
+        for model, f, base in zip(models, self._fields, bases):
+
+            def at(offset, base=base):
+                return None if offset is None else base + offset
+
             model.om = _Profile(*f["shape"], at(f["rfv"]), at(f["tfv"]), at(f["degenerate"]), *f["tail"])
             model.ann = _Annotation(*(at(f[n]) for n in ("consensus_code", "consensus", "rf", "cs", "symbols")))
         return np.frombuffer(bytes(models), dtype=np.uint8)
+
+
+_PACKED = {}  # id(profile) → (a weak reference to it, its piece, the fields' offsets)
+_PACKED_LOCK = threading.Lock()
+
+
+def _packed(profile):
+    """(piece, fields) of `profile`, packed once and kept while it lives."""
+    key = id(profile)
+
+    def forget(reference):
+        with _PACKED_LOCK:
+            if key in _PACKED and _PACKED[key][0] is reference:
+                del _PACKED[key]
+
+    with _PACKED_LOCK:
+        entry = _PACKED.get(key)
+        if entry is None or entry[0]() is not profile:
+            entry = _PACKED[key] = (weakref.ref(profile, forget), *_pack(profile))
+    return entry[1], entry[2]
+
+
+def _pack(p):
+    """A profile's arrays and strings in one 16-byte-aligned uint8 piece, and their offsets."""
+    pieces, used = [], 0
+
+    def put(array):
+        nonlocal used
+        data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        at = used
+        pieces.append(np.pad(data, (0, _aligned(len(data)) - len(data))))
+        used += _aligned(len(data))
+        return at
+
+    def text(value):
+        return None if value is None else put(np.frombuffer(value.encode("ascii") + b"\0", np.uint8))
+
+    abc = p.alphabet
+    degenerate = np.zeros((max(1, len(abc.degenerate)), abc.K + 1), dtype=np.uint8)
+    for row, members in enumerate(abc.degenerate):
+        degenerate[row, : 1 + len(members)] = (len(members), *members)
+    codes = np.array([abc.code(c) for c in p.consensus], dtype=np.uint8)
+    fields = dict(
+        shape=(p.M, p.Q, abc.K, abc.Kp),
+        tail=(p.tau, p.lam),
+        rfv=put(p.emissions.astype(F32)),
+        tfv=put(p.transitions.astype(F32)),
+        degenerate=put(degenerate),
+        consensus_code=put(codes),
+        consensus=text(p.consensus),
+        rf=text(p.reference),
+        cs=text(p.structure),
+        symbols=text(abc.symbols),
+    )
+    return np.concatenate(pieces), fields
 
 
 def _a(size):
@@ -274,9 +302,9 @@ class TailBatch:
         lengths = np.diff(offsets).astype(np.int32)
         pairs = np.zeros(len(pair_model), dtype=PAIR_DTYPE)
         pairs["model"], pairs["sequence"], pairs["filter_score"] = pair_model, pair_sequence, filter_scores
-        L = lengths[pairs["sequence"]]
-        pairs["nullsc"] = [null_one(int(n)) for n in L]
-        pairs["log_length"] = [log_length(int(n)) for n in L]
+        L, length_of = np.unique(lengths[pairs["sequence"]], return_inverse=True)
+        pairs["nullsc"] = np.array([null_one(int(n)) for n in L], F32)[length_of]
+        pairs["log_length"] = np.array([log_length(int(n)) for n in L], np.float64)[length_of]
         return cls(models, residues, np.asarray(offsets[:-1], np.int64), lengths, names, pairs, pipelines, seed)
 
     def nodes(self):
@@ -293,10 +321,9 @@ class TailBatch:
         return np.array(each, np.int64)[self.pairs["model"]]
 
     def inputs(self):
-        """The host arrays the kernels read, by `Tail` field name; `blob` is what `models` (the
-        Model structs, `ModelPack.table`) point into, `flogsum` what the settings point at."""
+        """The host arrays the kernels read, by `Tail` field name (the models' pieces apart,
+        `ModelPack.table`); `flogsum` is what the settings point at."""
         return dict(
-            blob=self.models.blob,
             residues=np.ascontiguousarray(self.residues),
             offsets=self.offsets,
             lengths=self.lengths,

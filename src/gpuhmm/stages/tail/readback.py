@@ -17,14 +17,13 @@ F32 = np.float32
 def read_back(batch, outputs):
     """Per pair of `batch`: (status, passed, its record as a pyhmmer VectorU8, or None where the
     pair has no reportable hit)."""
-    results = []
+    status, hits = outputs["status"], outputs["hits"]
     records, offsets = outputs["records"], outputs["record_offsets"]
-    for p, pair in enumerate(batch.pairs):
-        status, hit = int(outputs["status"][p]), outputs["hits"][p]
-        record = None
-        if status == OK and hit["passed"] and hit["has_hit"]:
-            pipeline = batch.pipelines[int(pair["model"])]
-            if reportable(pipeline, F32(hit["score"]), float(hit["lnP"]), "by_E", "E", "T", "Z"):
-                record = VectorU8(records[offsets[p] : offsets[p + 1]])
-        results.append((status, bool(hit["passed"]), record))
-    return results
+    passed = hits["passed"] != 0
+    kept = [None] * len(status)
+    scores, lnP, models = hits["score"], hits["lnP"], batch.pairs["model"]
+    for p in np.flatnonzero((status == OK) & passed & (hits["has_hit"] != 0)).tolist():
+        pipeline = batch.pipelines[int(models[p])]
+        if reportable(pipeline, F32(scores[p]), float(lnP[p]), "by_E", "E", "T", "Z"):
+            kept[p] = VectorU8(records[offsets[p] : offsets[p + 1]])
+    return list(zip(status.tolist(), passed.tolist(), kept))

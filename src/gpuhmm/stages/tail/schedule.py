@@ -6,7 +6,7 @@ target's) and run largest first, in as few launches as the arena budget allows. 
 the host reads back only the queues (the regions found, each region's envelopes) and the
 records' sizes; at the end, the hits' numbers and their serialized records. `device`
 is the engine's (`GpuEngine._TailDevice`) or the host build's, with the same methods over
-cupy or numpy arrays.
+cupy or numpy arrays; the models' pieces are its resident copies, uploaded once per model.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class _Run:
         npairs = len(batch.pairs)
         L, M = batch.pair_lengths(), batch.nodes()
         self.put(**batch.inputs())
-        self.put(models=batch.models.table(self.address("blob")))
+        self.put(models=batch.models.table([device.address(device.resident(p)) for p in batch.models.pieces]))
         offsets = _exclusive(launch.space_bytes(L, M))
         # A region spans 2 residues at least; the kernel fails a pair whose regions do not fit.
         self.region_capacity = int(min((L // 2 + 1).sum(), np.iinfo(np.int32).max // REGION_DTYPE.itemsize))

@@ -1,0 +1,319 @@
+"""The tail queue: one per GPU worker process for the stages after the Forward filter, HMMER's
+`p7_Pipeline` from the Forward parser on (`stages.tail`, kernels/tail/).
+
+Every task's survivors of the GPU filters go to it as one `TailJob`. Feeder threads, each on a
+stream of its own, pack the cheapest pending pairs of every job, across tasks and models, into
+GPU batches; the task threads waiting for their jobs finish meanwhile, with pyhmmer, what the
+GPU is worst at: the pairs the GPU hands back, those only pyhmmer can finish, and the most
+expensive pending pairs (target length × model length, which the GPU's serial chains follow).
+Each pair is taken once, under the queue's lock, by one side.
+
+A GPU batch takes the cheapest pairs while it would still finish before the worker's threads
+would finish them and the rest (`_gpu_share`): its time is the GPU's fixed latency plus its cost
+at the GPU's rate, and at least its costliest pair's serial chain; the threads' is the pairs'
+cost at their rate, measured as the queue runs. So a small job stays on the host's cores, and
+the GPU never holds the pairs it would finish last.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from ..stages.tail import launch, readback
+from ..stages.tail.serialized import NameTable
+
+log = logging.getLogger("gpuhmm")
+
+#: Batches on the GPU at once, each from a feeder thread on its own stream: one batch's long
+#: serial stages overlap the other's parsers.
+GPU_FEEDERS = 2
+#: Pairs per GPU batch at most.
+BATCH_PAIRS = launch.PAIRS_PER_CALL
+#: Pairs of one job and model a host thread finishes in one pyhmmer search at most: a search
+#: configures its profile once, which for a long model costs as much as a pair.
+HOST_GROUP = 16
+#: The GPU's rate on the pairs, in target residues × model nodes per second (`benchmarks/tail.py`
+#: on real hits), and one host thread's running pyhmmer's tail before the queue has measured it.
+#: The GPU's is not measured per batch: a batch's time is mostly its longest serial chain and
+#: its wait for the interpreter lock, and a share cut by it starves the GPU (RESULTS.md).
+GPU_COST_RATE, HOST_COST_RATE = 8e8, 2.6e7
+#: How many seconds of work the host's stated rate counts as, against what the queue measures.
+PRIOR_SECONDS = 1.0
+#: A GPU batch's shortest time (seconds): its launches, transfers and a region's serial chain.
+GPU_LATENCY = 0.3
+#: Seconds per residue × node of one pair's serial chain on the GPU (one thread runs each of its
+#: regions and envelopes): a batch lasts at least this times its costliest pair.
+GPU_CHAIN_SECONDS = 1e-6
+
+#: Who finished a pair.
+PENDING, ON_GPU, ON_HOST = range(3)
+
+
+class TailJob:
+    """One task's survivors: per model of `models` (pyhmmer HMMs, with their `profiles`, the
+    striped profiles, and `settings`, their TopHits pipeline settings), its `outcomes`'
+    survivors on `shard` (a worker.shards.ResidentShard). `pipeline_key` is what the thread's
+    pyhmmer Pipeline is made from (alphabet, arguments). Survivors the Viterbi kernel left
+    unscored, and every one when the seed is 0 (Easel then draws an arbitrary seed), go to
+    pyhmmer alone."""
+
+    def __init__(self, shard, models, profiles, outcomes, settings, seed, pipeline_key):
+        self.shard, self.models, self.profiles, self.settings = shard, models, profiles, settings
+        self.seed, self.pipeline_key = seed, pipeline_key
+        # A GPU batch runs one set of the kernels' pipeline settings.
+        self.key = (float(settings[0]["F3"]), bool(settings[0]["do_null2"]), seed) if settings else None
+        self.model = np.repeat(np.arange(len(models)), [len(o.survivors) for o in outcomes])
+        self.position = np.concatenate([o.survivors for o in outcomes] + [np.zeros(0, np.int64)])
+        self.score = np.concatenate([o.survivor_filter_scores for o in outcomes] + [np.zeros(0, np.float32)])
+        unscored = np.concatenate([np.asarray(o.survivor_unscored, bool) for o in outcomes] + [np.zeros(0, bool)])
+        nodes = np.array([p.M for p in profiles], np.int64)
+        self.cost = shard.lengths(self.position).astype(np.int64) * nodes[self.model]
+        on_gpu = np.flatnonzero(~unscored) if seed != 0 else np.zeros(0, np.int64)
+        self.order = on_gpu[np.argsort(self.cost[on_gpu], kind="stable")]  # cheapest first
+        self.lo, self.hi = 0, len(self.order)  # the pending part of `order`
+        self.handed_back = np.setdiff1d(np.arange(len(self.model)), on_gpu).tolist()
+        self.finished = np.full(len(self.model), PENDING, np.int8)
+        self.passed = np.zeros(len(self.model), bool)  # past F3, for the pairs the GPU finished
+        self.records = {}  # pair → its serialized hit (pyhmmer VectorU8), where the GPU reported one
+        self.host_hits = [[] for _ in models]  # per model, pyhmmer's TopHits of the pairs it finished
+        self.remaining = len(self.model)
+        self.in_flight = 0  # pairs taken and not yet finished or handed back
+        self.error = None
+        self.stats = {}  # the job's share of the queue's work: `stages_seconds`' names and values
+
+    @property
+    def done(self):
+        """Every pair finished, or a failure; or no pair left to finish: `check_finished` says
+        which pairs went missing."""
+        return self.remaining == 0 or self.error is not None or not (self.pending() or self.in_flight)
+
+    def pending(self):
+        return self.lo < self.hi or bool(self.handed_back)
+
+    def finished_by(self, pair, side):
+        """Marks `pair` finished by `side` (ON_GPU, ON_HOST); a pair finished twice is a defect."""
+        if self.finished[pair] != PENDING:
+            raise RuntimeError(f"the tail queue finished pair {pair} twice")
+        self.finished[pair] = side
+        self.remaining -= 1
+        self.in_flight -= 1
+
+    def add(self, name, value):
+        self.stats[name] = self.stats.get(name, 0) + value
+
+    def check_finished(self):
+        """Raises unless every pair was finished (once: see `finished_by`)."""
+        if self.error is not None:
+            raise self.error
+        if (self.finished == PENDING).any():
+            raise RuntimeError(f"the tail queue dropped {int((self.finished == PENDING).sum())} pairs")
+
+
+class TailQueue:
+    """The queue of one GPU worker (see the module's text). `engine` runs GPU batches
+    (`GpuEngine.tail`, or the host build in the tests); `pipelines(alphabet, arguments)` is the
+    calling thread's pyhmmer Pipeline; `threads` are the worker's, each of which may finish pairs
+    on the host once its task waits here."""
+
+    def __init__(self, engine, pipelines, threads, feeders=GPU_FEEDERS):
+        self.engine, self._pipelines, self.threads = engine, pipelines, max(1, threads)
+        self._changed = threading.Condition()
+        self._jobs = []  # the jobs with pairs pending
+        self._host = [HOST_COST_RATE * PRIOR_SECONDS, PRIOR_SECONDS]  # [cost, seconds] of one thread, prior first
+        for index in range(feeders):
+            threading.Thread(target=self._feed, name=f"gpuhmm-tail-feeder-{index}", daemon=True).start()
+
+    def finish(self, job):
+        """Queue `job`'s pairs and finish pairs on this thread until all of the job's are."""
+        if job.done:
+            return
+        with self._changed:
+            self._jobs.append(job)
+            self._changed.notify_all()
+        while True:
+            with self._changed:
+                taken = None
+                while not job.done and (taken := self._take_for_host()) is None:
+                    self._changed.wait()
+                if job.done:
+                    break
+            self._finish_on_host(*taken)
+        job.check_finished()
+
+    def rates(self):
+        """Pair cost per second of the GPU (stated) and of one host thread (measured)."""
+        with self._changed:
+            return GPU_COST_RATE, self._host[0] / self._host[1]
+
+    # The host's side.
+
+    def _take_for_host(self):
+        """(job, pairs): pairs handed back, else the most expensive pending pair, each with the
+        next of the same job and model (up to HOST_GROUP, one pyhmmer search), pending pairs at
+        least half as costly; or None."""
+        self._jobs = [job for job in self._jobs if job.pending() and job.error is None]
+        for job in self._jobs:
+            if job.handed_back:
+                model = job.model[job.handed_back[-1]]
+                pairs = [pair for pair in job.handed_back if job.model[pair] == model][:HOST_GROUP]
+                job.handed_back = [pair for pair in job.handed_back if pair not in pairs]
+                job.in_flight += len(pairs)
+                return job, pairs
+        costliest = None
+        for job in self._jobs:
+            if job.lo < job.hi and (costliest is None or job.cost[job.order[job.hi - 1]] > costliest[1]):
+                costliest = job, job.cost[job.order[job.hi - 1]]
+        if costliest is None:
+            return None
+        job, least = costliest[0], costliest[1] / 2  # a group of pairs about as costly
+        model, pairs = job.model[job.order[job.hi - 1]], []
+        while job.lo < job.hi and len(pairs) < HOST_GROUP:
+            pair = job.order[job.hi - 1]
+            if job.model[pair] != model or job.cost[pair] < least:
+                break
+            job.hi -= 1
+            pairs.append(int(job.order[job.hi]))
+        job.in_flight += len(pairs)
+        return job, pairs
+
+    def _finish_on_host(self, job, pairs):
+        started = time.perf_counter()
+        model = int(job.model[pairs[0]])
+        try:
+            pipeline = self._pipelines(*job.pipeline_key)
+            hits = pipeline.search_hmm(job.models[model], job.shard.subset(np.sort(job.position[pairs])))
+            pipeline.clear()
+        except Exception as error:  # the job's own thread raises it
+            with self._changed:
+                job.error = error
+                self._changed.notify_all()
+            return
+        seconds = time.perf_counter() - started
+        with self._changed:
+            try:
+                for pair in pairs:
+                    job.finished_by(pair, ON_HOST)
+            except RuntimeError as error:
+                job.error = error
+            job.host_hits[model].append(hits)
+            job.add("tail_host_pairs", seconds)
+            self._host[0] += int(job.cost[pairs].sum())
+            self._host[1] += seconds
+            if job.done:
+                self._changed.notify_all()
+
+    # The GPU's side.
+
+    def _feed(self):
+        while True:
+            taken = None
+            try:
+                with self._changed:
+                    while (taken := self._take_for_gpu()) is None:
+                        self._changed.wait()
+                self._finish_on_gpu(taken)
+            except Exception as error:  # each job of the batch (or queued) raises it in its own thread
+                with self._changed:
+                    for job in [job for job, _ in taken] if taken else self._jobs:
+                        job.error = error
+                    self._changed.notify_all()
+
+    def _take_for_gpu(self):
+        """[(job, its pairs)]: the cheapest pending pairs of the oldest job's settings, as many
+        as `_gpu_share` gives the GPU; or None."""
+        jobs = [job for job in self._jobs if job.lo < job.hi and job.error is None]
+        if not jobs:
+            return None
+        jobs = [job for job in jobs if job.key == jobs[0].key]
+        costs = np.concatenate([job.cost[job.order[job.lo : job.hi]] for job in jobs])
+        owner = np.repeat(np.arange(len(jobs)), [job.hi - job.lo for job in jobs])
+        rank = np.concatenate([np.arange(job.hi - job.lo) for job in jobs])
+        by_cost = np.lexsort((rank, owner, costs))  # within a job, its own order: a prefix of each
+        count = self._gpu_share(costs[by_cost])
+        if not count:
+            return None
+        taken = []
+        for index, number in enumerate(np.bincount(owner[by_cost[:count]], minlength=len(jobs)).tolist()):
+            job = jobs[index]
+            if number:
+                taken.append((job, job.order[job.lo : job.lo + number]))
+                job.lo += number
+                job.in_flight += number
+        return taken
+
+    def _gpu_share(self, costs):
+        """How many of the pending pairs' `costs` (ascending) a GPU batch takes, at most
+        BATCH_PAIRS: the cheapest, each while the batch would end no later than the worker's
+        threads would end it and the costlier ones (a pair runs on one thread)."""
+        gpu, host = GPU_COST_RATE, self._host[0] / self._host[1]
+        taken = np.cumsum(costs, dtype=np.float64)
+        on_gpu = np.maximum(GPU_LATENCY + taken / gpu, GPU_CHAIN_SECONDS * costs)
+        on_host = np.maximum((taken[-1] - taken + costs) / (self.threads * host), costs[-1] / host)
+        return min(int(np.count_nonzero(on_gpu <= on_host)), BATCH_PAIRS)  # a prefix: one rises, one falls
+
+    def _finish_on_gpu(self, taken):
+        started = time.perf_counter()
+        batch = _batch(taken)
+        built = time.perf_counter()
+        timing = {}
+        try:
+            results = readback.read_back(batch, self.engine.tail(batch, timing))
+        except MemoryError as error:  # CuPy's OutOfMemoryError: pyhmmer finishes these pairs
+            log.warning("GPU out of memory in the domain stages (%s); %d pairs go to pyhmmer", error, len(batch.pairs))
+            results = [(launch.CAPACITY, False, None)] * len(batch.pairs)
+        seconds = time.perf_counter() - started
+        pairs = [(job, int(pair)) for job, chosen in taken for pair in chosen]
+        with self._changed:
+            for (job, pair), (status, passed, record) in zip(pairs, results):
+                if status != launch.OK:
+                    job.handed_back.append(pair)
+                    job.in_flight -= 1
+                    if job not in self._jobs:
+                        self._jobs.append(job)
+                    continue
+                job.finished_by(pair, ON_GPU)
+                job.passed[pair] = passed
+                if record is not None:
+                    job.records[pair] = record
+            for job, chosen in taken:  # each job's share of the batch
+                share = len(chosen) / len(pairs)
+                for name, value in (
+                    ("batches", 1),
+                    ("batch", seconds),
+                    ("batch_build", built - started),
+                    *timing.items(),
+                ):
+                    job.add(f"tail_gpu_{name}", share * value)
+            self._changed.notify_all()
+
+
+def _batch(taken):
+    """The `launch.TailBatch` of [(job, pairs)]: the jobs' models and sequences, each once."""
+    profiles, pipelines, pair_model, pair_sequence, scores = [], [], [], [], []
+    residues, offsets, names, used = [], [np.zeros(1, np.int64)], [], 0
+    for job, pairs in taken:
+        models, model_index = np.unique(job.model[pairs], return_inverse=True)
+        pair_model.append(model_index + len(profiles))
+        profiles += [job.profiles[m] for m in models.tolist()]
+        pipelines += [job.settings[m] for m in models.tolist()]
+        positions, sequence_index = np.unique(job.position[pairs], return_inverse=True)
+        pair_sequence.append(sequence_index + len(names))
+        sequence_residues, sequence_offsets = job.shard.tail_sequences(positions)
+        residues.append(sequence_residues)
+        offsets.append(sequence_offsets[1:] + used)
+        used += int(sequence_offsets[-1])
+        names += job.shard.names(positions)
+        scores.append(job.score[pairs])
+    return launch.TailBatch.build(
+        launch.ModelPack(profiles),
+        (np.concatenate(residues), np.concatenate(offsets), NameTable(text for triple in names for text in triple)),
+        np.concatenate(pair_model),
+        np.concatenate(pair_sequence),
+        np.concatenate(scores),
+        pipelines,
+        taken[0][0].seed,
+    )

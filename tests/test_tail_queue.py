@@ -1,0 +1,92 @@
+"""The tail queue (worker/tailqueue.py) without a GPU: the tail's kernels built for the host stand
+in for the device. Each pair past the filters is finished once, by the batches or by pyhmmer on a
+waiting task's thread, and the tables equal hmmsearch's goldens under every threshold setting;
+a queue that finishes a pair twice, or loses one, fails the search."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gpuhmm import search
+from gpuhmm.worker import STATE, tailqueue
+
+from helpers.cli import run_golden
+from helpers.tail import HostTailEngine
+
+ENGINE = ("--backend", "gpu", "--cpu", 3, "--db-shards", 2, "--model-shards", 3, "--domaindef", "gpu")
+
+
+@pytest.fixture
+def queue_engine(monkeypatch):
+    """The host build as the GPU, handing back the pairs of targets whose name ends in an even
+    digit, and with no latency: the GPU takes pairs of every job, and the threads the rest."""
+    engine = HostTailEngine(refused=lambda name: name[-1:].isdigit() and int(name[-1:]) % 2 == 0)
+    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(STATE, "gpu_engine", engine)
+    monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
+    monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
+    monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
+    return engine
+
+
+@pytest.mark.parametrize("case", ["defaults", "evalue", "bitscore", "cut_ga", "nobias"])
+def test_each_side_finishes_pairs_and_the_tables_match(tmp_path, queue_engine, case):
+    summary = tmp_path / "summary.json"
+    run_golden(tmp_path, "search", "tiny_proteins", case, *ENGINE, "--summary", summary)
+    stages = json.loads(summary.read_text())["gpu_stages"]
+    assert queue_engine.pairs > 0
+    assert stages["pairs_finished_on_gpu"] > 0 and stages["pairs_to_pyhmmer"] > 0, stages
+
+
+def test_a_pair_finished_twice_fails_the_search(tmp_path, queue_engine, monkeypatch):
+    taken = tailqueue.TailQueue._take_for_host
+
+    def leaving_it_pending(self):
+        chosen = taken(self)
+        if chosen is not None:
+            chosen[0].handed_back.extend(chosen[1])  # taken, yet still pending: taken again
+        return chosen
+
+    monkeypatch.setattr(tailqueue.TailQueue, "_take_for_host", leaving_it_pending)
+    with pytest.raises(RuntimeError, match="twice"):
+        run_golden(tmp_path, "search", "tiny_proteins", "defaults", *ENGINE)
+
+
+def test_a_pair_lost_fails_the_search(tmp_path, queue_engine, monkeypatch):
+    taken = tailqueue.TailQueue._take_for_gpu
+
+    def losing_one(self):
+        chosen = taken(self)
+        if chosen:
+            job, pairs = chosen[-1]
+            if len(pairs) > 1:
+                chosen[-1] = (job, pairs[:-1])
+                job.in_flight -= 1
+        return chosen
+
+    monkeypatch.setattr(tailqueue.TailQueue, "_take_for_gpu", losing_one)
+    with pytest.raises(RuntimeError, match="dropped"):
+        run_golden(tmp_path, "search", "tiny_proteins", "defaults", *ENGINE)
+
+
+def test_the_gpu_takes_what_it_finishes_before_the_threads_would():
+    threads = 16
+    queue = tailqueue.TailQueue(None, None, threads, feeders=0)
+    gpu, host = queue.rates()
+    latency = tailqueue.GPU_LATENCY
+    # A small job: the threads finish all of it before one GPU batch would end.
+    small = np.full(100, 1e5)
+    assert small.sum() / (threads * host) < latency
+    assert queue._gpu_share(small) == 0
+    # One pair whose serial chain on the GPU outlasts the host's whole backlog.
+    assert queue._gpu_share(np.array([1e5] * 1000 + [1e9])) == 1000
+    # A backlog: the GPU takes the cheapest, and its batch ends within a pair of the threads' rest.
+    costs = np.sort(np.random.default_rng(7).uniform(1e4, 1e6, 20000))
+    count = queue._gpu_share(costs)
+    assert 0 < count < len(costs)
+    taken = costs[:count].sum()
+    imbalance = latency + taken / gpu - (costs.sum() - taken) / (threads * host)
+    assert abs(imbalance) <= costs[count] / gpu + costs[count] / (threads * host)
