@@ -190,6 +190,7 @@ class GpuUtilization:
 
     def __enter__(self):
         self.samples = []
+        self.started_at = time.time()
         try:
             self._smi = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
@@ -211,7 +212,12 @@ class GpuUtilization:
     def summary(self):
         if not self.samples:
             return None
-        return {"mean_percent": round(float(np.mean(self.samples)), 1), "samples_every_s": 0.1, "samples": self.samples}
+        return {
+            "mean_percent": round(float(np.mean(self.samples)), 1),
+            "started_at": self.started_at,
+            "samples_every_s": 0.1,
+            "samples": self.samples,
+        }
 
 
 def stage_seconds(summary):

@@ -29,10 +29,12 @@ In one run, on one host, with N = every host thread:
 4. `python -m gpuhmm search --backend B --cpu N --tblout --domtblout --pfamtblout --summary`
    on the whole database as a subprocess, timed from files to tables (`wall_s`, the median of
    `--repeats` runs). Its summary gives `pairs_past_forward` (filters.n_past_fwd),
-   `cpu_tail_cpu_s` (gpu_stages.cpu_tail_cpu_s: CPU seconds of pyhmmer's domain stages) and
-   `pairs_finished_on_gpu` (0 unless the summary has that field: today pyhmmer finishes
-   every pair past Forward). Then the same search with `--F3 1e-300`, which lets nothing past
-   the Forward filter: the filter path and the fixed costs alone (`filter_path_wall_s`).
+   `cpu_tail_cpu_s` (gpu_stages.cpu_tail_cpu_s: CPU seconds of pyhmmer's domain stages),
+   `pairs_finished_on_gpu`, and `tail` (`tail_figures`: the tail queue's wall inside the
+   search, the pairs the GPU and the host finished, their rate, and nvidia-smi's GPU
+   utilization over that wall). Then the same search with `--F3 1e-300`, which lets nothing
+   past the Forward filter: the filter path and the fixed costs alone (`filter_path_wall_s`);
+   and on the GPU, with `--domaindef cpu`: pyhmmer finishing every pair (`domaindef_cpu_wall_s`).
 5. The peer: `pyhmmer.hmmsearch(hmms, block, cpus=N)` in this process on the models and the
    digital sequence block read beforehand (reading timed apart), fully consumed; its tables
    are written afterwards (untimed) and compared with gpuhmm's, every line but gpuhmm's
@@ -48,7 +50,9 @@ record with its error:
      "proteome_residues", "proteome_duplicates_left_out", "copies", "mutation_rate",
      "substitutions_per_copy", "seed", "rng", ...}, "compile_warmup_s", "warmup": {...},
      "wall_s", "gpuhmm": {"command", "runs_s", "filters", "gpu_stages", "totals", ...},
-     "filter_path_wall_s", "filter_path": {"command", "stages"},
+     "filter_path_wall_s", "filter_path": {"command", "stages"}, "domaindef_cpu_wall_s",
+     "domaindef_cpu": {"command", "stages"}, "tail": {"wall_s", "pairs_finished_on_gpu",
+     "pairs_to_pyhmmer", "pairs_per_s", "gpu_busy_percent"},
      "peer_threads", "peer_wall_s", "peer": {...}, "speedup_vs_pyhmmer", "tables_identical",
      "table_lines", "pairs_past_forward", "pairs_finished_on_gpu", "cpu_tail_cpu_s",
      "stages": {name: seconds}, "errors": {step: message}, "png"}
@@ -219,6 +223,25 @@ def summary_field(summary, name):
     return None
 
 
+def tail_figures(summary, utilization):
+    """The tail inside the search (`--domaindef gpu`): its wall from the first pairs queued to the
+    last finished, the pairs each side finished and their rate, and the GPU's mean utilization
+    (nvidia-smi's samples) over that wall; None without the summary's tail window."""
+    window = summary.get("tail")
+    if not window:
+        return None
+    started, ended = window["started_at"], window["ended_at"]
+    pairs = {side: summary_field(summary, side) or 0 for side in ("pairs_finished_on_gpu", "pairs_to_pyhmmer")}
+    figures = {"wall_s": round(ended - started, 3), **pairs}
+    figures["pairs_per_s"] = round(sum(pairs.values()) / max(ended - started, 1e-9), 1)
+    if utilization and utilization.get("samples"):
+        samples = np.asarray(utilization["samples"], dtype=np.float64)
+        moments = utilization["started_at"] + utilization["samples_every_s"] * np.arange(len(samples))
+        inside = samples[(moments >= started) & (moments <= ended)]
+        figures["gpu_busy_percent"] = round(float(inside.mean()), 1) if len(inside) else None
+    return figures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, "realdata", FULL, QUICK)
@@ -265,6 +288,8 @@ def main(argv=None):
         "compile_warmup_s": None,
         "wall_s": None,
         "filter_path_wall_s": None,
+        "domaindef_cpu_wall_s": None,
+        "tail": None,
         "peer_threads": threads,
         "peer_wall_s": None,
         "speedup_vs_pyhmmer": None,
@@ -391,6 +416,7 @@ def main(argv=None):
                 pairs_finished_on_gpu=0 if finished is None else finished,
                 cpu_tail_cpu_s=summary_field(summary, "cpu_tail_cpu_s"),
                 first_kernel_s=summary.get("first_kernel_s"),
+                tail=tail_figures(summary, utilization),
             )
             result["gpuhmm"] = {
                 "command": recorded(command, work),
@@ -428,6 +454,22 @@ def main(argv=None):
             log(f"filter path (--F3 1e-300): {wall:.1f} s")
 
         step("filter_path", filter_path)
+
+        # 4c. pyhmmer finishing every pair past Forward (--domaindef cpu), the GPU backend's other tail
+        def pyhmmer_tail():
+            base = [*gpuhmm_base, "--domaindef", "cpu"]
+            command, wall, summary, _ = timed_gpuhmm(
+                base, work / "domaindef-cpu", state["models_path"], state["db_path"], env
+            )
+            result["domaindef_cpu_wall_s"] = round(wall, 3)
+            result["domaindef_cpu"] = {
+                "command": recorded(command, work),
+                "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
+            }
+            log(f"--domaindef cpu: {wall:.1f} s")
+
+        if args.backend != "cpu":
+            step("domaindef_cpu", pyhmmer_tail)
 
         # 5. the peer: pyhmmer.hmmsearch in this process, models and sequences read beforehand
         def peer():
