@@ -114,6 +114,27 @@ def test_jackhmmer_on_the_gpu(tmp_path, monkeypatch, case):
     _assert_golden(_run_case(tmp_path, monkeypatch, case, "--backend", "gpu", *ENGINE), case)
 
 
+@pytest.mark.parametrize("matrix", ["BLOSUM45", "BLOSUM80", "PAM30"])
+def test_score_matrix_on_several_threads_as_jackhmmer(tmp_path, monkeypatch, matrix):
+    """--mx builds every query's first model, also where the models are built on several
+    threads: the tables and the report as the binary's with the same matrix."""
+    jackhmmer = hmmer_binary("jackhmmer")
+    inputs = [str(QUERIES), str(PROTEINS)]
+    words = ["-N", "2", "--mx", matrix, "-o", "out.txt", "--tblout", "out.tbl", "--domtblout", "out.dom"]
+    for name in ("ours", "theirs"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        if name == "ours":
+            assert main(["jackhmmer", *words, "--backend", "cpu", *ENGINE, *inputs]) == 0
+        else:
+            subprocess.run([jackhmmer, *words, *inputs], check=True, capture_output=True)
+    for kind in ("tbl", "dom"):
+        assert table_body(tmp_path / "ours" / f"out.{kind}") == table_body(tmp_path / "theirs" / f"out.{kind}"), kind
+    ours, theirs = ((tmp_path / name / "out.txt").read_text("latin-1") for name in ("ours", "theirs"))
+    assert report_body(ours) == report_body(theirs)
+    assert _option_lines(ours) == _option_lines(theirs)
+
+
 def _rows(path):
     """Each query's table rows, split on whitespace, in order."""
     rows = {}

@@ -111,7 +111,8 @@ def iterate(queries, models, builder, search, options, threads=1):
 
 def _built(queries, builder, threads, build):
     """build(query, builder, background) of each query, on up to `threads` threads, each with
-    its own copy of `builder` and of the null model (calibration sets its length)."""
+    its own copy of `builder` and of the null model (calibration sets its length). pyhmmer's
+    `Builder.copy` resets the score matrix to BLOSUM62, so each copy is given the original's."""
     if threads <= 1 or len(queries) <= 1:
         background = pyhmmer.plan7.Background(builder.alphabet)
         return [build(query, builder, background) for query in queries]
@@ -120,6 +121,7 @@ def _built(queries, builder, threads, build):
     def one(query):
         if not hasattr(own, "builder"):
             own.builder, own.background = builder.copy(), pyhmmer.plan7.Background(builder.alphabet)
+            own.builder.score_matrix = builder.score_matrix
         return build(query, own.builder, own.background)
 
     with concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
