@@ -7,6 +7,7 @@ pyhmmer's jackhmmer, and bad input."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 
 import pyhmmer
@@ -193,6 +194,18 @@ def test_api_gives_what_pyhmmer_jackhmmer_gives():
             assert len(mine.msa.sequences) == len(peer.msa.sequences)
     last = list(gpuhmm.jackhmmer(queries, targets, engine=engine, settings=settings))
     assert [result.iteration for result in last] == [rounds[-1].iteration for rounds in ours]
+
+
+def test_progress_lines_name_the_round(caplog, monkeypatch):
+    """Each round's progress lines open with its number, the first as its tasks start."""
+    monkeypatch.setattr(logging.getLogger("gpuhmm"), "propagate", True)  # the CLI's handler stops it
+    caplog.set_level(logging.INFO, logger="gpuhmm")
+    engine = EngineSettings(backend="cpu", cpus=2)
+    gpuhmm.jackhmmer(QUERIES, PROTEINS, engine=engine, settings=JackhmmerOptions(max_iterations=2))
+    messages = dict.fromkeys(record.getMessage() for record in caplog.records)  # once, if caplog hears it twice
+    lines = [message for message in messages if message.startswith("jackhmmer round")]
+    assert [line.split(":")[0] for line in lines] == ["jackhmmer round 1"] * 2 + ["jackhmmer round 2"] * 2
+    assert " 0/" in lines[0] and " 0/" in lines[2] and "100% of cells" in lines[1] and "100% of cells" in lines[3]
 
 
 def test_empty_first_query_as_jackhmmer(tmp_path):

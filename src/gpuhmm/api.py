@@ -451,9 +451,9 @@ def jackhmmer(
             run.executor.describe(),
         )
 
-        def search(hmms):
+        def search(hmms, number):
             arguments = (options, run.executor, None, run.cpus, run.backend, engine.domaindef)
-            result = run_search(hmms, run.database, *arguments)
+            result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")
             return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
 
         rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)
