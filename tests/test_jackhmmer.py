@@ -244,6 +244,14 @@ def test_empty_query_file(tmp_path):
     _refused(tmp_path, empty, PROTEINS, words=("empty.faa", "empty"))
 
 
+@pytest.mark.parametrize("command", ["jackhmmer", "phmmer"])
+def test_queries_and_sequences_both_from_standard_input_is_one_line(tmp_path, command):
+    process = run_gpuhmm(command, "-", "-", check=False, cwd=tmp_path)
+    assert process.returncode == 1
+    problem = "the queries and the sequences cannot both come from standard input"
+    assert process.stderr == f"gpuhmm {command}: error: -: {problem}\n"
+
+
 def test_missing_database(tmp_path):
     _refused(tmp_path, QUERIES, tmp_path / "nope.faa", words=("nope.faa", "not found"))
 

@@ -55,9 +55,13 @@ class _Job:
     @classmethod
     def of(cls, program, queries, sequences, *settings):
         """The job of these inputs (paths, or pyhmmer objects) and settings, in field order."""
-        what = "queries" if program == "phmmer" else "models"
-        names = memory.name(queries, what), memory.name(sequences, "sequences")
+        names = memory.name(queries, _query_kind(program)), memory.name(sequences, "sequences")
         return cls(program, *names, *settings, given=(queries, sequences))
+
+
+def _query_kind(program):
+    """What `program`'s queries are: phmmer's and jackhmmer's are sequences."""
+    return "queries" if program in ("phmmer", "jackhmmer") else "models"
 
 
 def hmmsearch(
@@ -186,12 +190,13 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
     """
     check_outputs(job.outputs.named(), (job.queries, job.sequences))
     if str(job.queries) == inputs.STDIN == str(job.sequences):
-        raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
+        what = _query_kind(job.program)
+        raise GpuhmmError(inputs.STDIN, f"the {what} and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.threads or available_cpus()
     executor = job.executor
     if executor is None:
-        expected = local.expected_cells(*job.given, job.program in ("phmmer", "jackhmmer"), rounds)
+        expected = local.expected_cells(*job.given, _query_kind(job.program) == "queries", rounds)
         executor = start_executor(engine, expected)
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
