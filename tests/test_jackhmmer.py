@@ -115,13 +115,13 @@ def test_jackhmmer_on_the_gpu(tmp_path, monkeypatch, case):
     _assert_golden(_run_case(tmp_path, monkeypatch, case, "--backend", "gpu", *ENGINE), case)
 
 
-@pytest.mark.parametrize("matrix", ["BLOSUM45", "BLOSUM80", "PAM30"])
-def test_score_matrix_on_several_threads_as_jackhmmer(tmp_path, monkeypatch, matrix):
-    """--mx builds every query's first model, also where the models are built on several
-    threads: the tables and the report as the binary's with the same matrix."""
+def _as_the_binary(tmp_path, monkeypatch, *words):
+    """`gpuhmm jackhmmer WORDS` (two threads, three shards) and the binary on QUERIES against
+    PROTEINS, each in its own folder: the tables, the report and its option lines alike.
+    Returns our report."""
     jackhmmer = hmmer_binary("jackhmmer")
     inputs = [str(QUERIES), str(PROTEINS)]
-    words = ["-N", "2", "--mx", matrix, "-o", "out.txt", "--tblout", "out.tbl", "--domtblout", "out.dom"]
+    words = [*words, "-o", "out.txt", "--tblout", "out.tbl", "--domtblout", "out.dom"]
     for name in ("ours", "theirs"):
         (tmp_path / name).mkdir()
         monkeypatch.chdir(tmp_path / name)
@@ -134,6 +134,14 @@ def test_score_matrix_on_several_threads_as_jackhmmer(tmp_path, monkeypatch, mat
     ours, theirs = ((tmp_path / name / "out.txt").read_text("latin-1") for name in ("ours", "theirs"))
     assert report_body(ours) == report_body(theirs)
     assert _option_lines(ours) == _option_lines(theirs)
+    return ours
+
+
+@pytest.mark.parametrize("matrix", ["BLOSUM45", "BLOSUM80", "PAM30"])
+def test_score_matrix_on_several_threads_as_jackhmmer(tmp_path, monkeypatch, matrix):
+    """--mx builds every query's first model, also where the models are built on several
+    threads: the tables and the report as the binary's with the same matrix."""
+    _as_the_binary(tmp_path, monkeypatch, "-N", "2", "--mx", matrix)
 
 
 def _rows(path):
@@ -271,6 +279,43 @@ def test_missing_database(tmp_path):
 )
 def test_bad_option(tmp_path, option, words):
     _refused(tmp_path, *option, QUERIES, PROTEINS, words=words)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--eset", "0"],
+        ["--eset", "-1"],
+        ["--eset", "5", "--ere", "0.5"],
+        ["--eset", "abc"],
+        ["--eset", "5", "--eclust"],
+        ["--eent", "--eset", "5"],
+    ],
+)
+def test_eset_accepted_and_refused_as_jackhmmer(tmp_path, words):
+    """jackhmmer's --eset takes any real number (its option has no range), but not with another
+    effective sequence number scheme. One round: what is in question is the command line."""
+    short = DATA / "jackhmmer-short.faa"
+    theirs = subprocess.run([hmmer_binary("jackhmmer"), "-N", "1", *words, short, short], capture_output=True)
+    if theirs.returncode == 0:
+        run_gpuhmm("jackhmmer", "-N", "1", *words, short, short, cwd=tmp_path)
+    else:
+        _refused(tmp_path, *words, short, short, words=[word for word in words if word.startswith("--")])
+
+
+@pytest.mark.parametrize("value", ["0", "-0"])
+def test_eset_of_0_as_jackhmmer(tmp_path, monkeypatch, value):
+    """--eset 0 weighs later rounds' alignments as jackhmmer does."""
+    assert _as_the_binary(tmp_path, monkeypatch, "-N", "3", "--eset", value).count("@@ Round:") > 2
+
+
+def test_an_eset_that_cannot_weigh_an_alignment_fails_in_round_2(tmp_path):
+    """--eset -1 is accepted; jackhmmer aborts building round 2's model, gpuhmm says so in one line."""
+    aborted = subprocess.run(
+        [hmmer_binary("jackhmmer"), "-N", "2", "--eset", "-1", QUERIES, PROTEINS], capture_output=True
+    )
+    assert aborted.returncode != 0 and b"Fatal exception" in aborted.stderr
+    _refused(tmp_path, "-N", "2", "--eset", "-1", QUERIES, PROTEINS, words=("round 2",))
 
 
 def test_output_that_is_an_input_is_refused(tmp_path):
