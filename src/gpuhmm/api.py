@@ -229,6 +229,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         run.timed("database", started)
         if engine.backend == "auto":
             log.info(auto_choice(run.backend, cells, cpus))
+        if engine.domaindef == "gpu" and run.backend == "cpu":
+            log.warning("--domaindef gpu: on the CPU backend, pyhmmer defines the domains, as with --domaindef cpu")
         yield run
 
 
