@@ -13,6 +13,8 @@ from helpers.data import DATA, TABLES
 MODELS = DATA / "pfam-test.h3m.gz"
 TINY = DATA / "pfam-tiny.hmm"
 PROTEINS = DATA / "proteins.faa"
+#: Python's gzip reader's word for a stream cut short.
+GZIP_ENDED = "Compressed file ended before the end-of-stream marker was reached"
 
 
 def _write(path, content):
@@ -66,7 +68,21 @@ def test_truncated_binary_model_file(tmp_path):
 
 def test_truncated_gzip_model_file(tmp_path):
     truncated = _write(tmp_path / "cut.h3m.gz", MODELS.read_bytes()[:50000])
-    _assert_refused(tmp_path, [truncated, PROTEINS], "cut.h3m.gz")
+    _assert_refused(tmp_path, [truncated, PROTEINS], "cut.h3m.gz", "truncated or damaged gzip file")
+
+
+@pytest.mark.parametrize("command", ["phmmer", "jackhmmer"])
+@pytest.mark.parametrize("kept_bytes", [20, 1000])
+def test_truncated_gzip_query_file(tmp_path, command, kept_bytes):
+    """phmmer's and jackhmmer's queries: one line naming the file, exit 1, no output."""
+    queries = gzip.compress((DATA / "phmmer-queries.faa").read_bytes(), mtime=0)
+    truncated = _write(tmp_path / "cut.faa.gz", queries[:kept_bytes])
+    outputs = ["-o", "out.txt", "--tblout", "out.tbl"]
+    process = run_gpuhmm(command, *outputs, truncated, PROTEINS, check=False, cwd=tmp_path)
+    assert process.returncode == 1 and "Traceback" not in process.stderr
+    errors = [line for line in process.stderr.splitlines() if "error" in line]
+    assert errors == [f"gpuhmm {command}: error: {truncated}: truncated or damaged gzip file ({GZIP_ENDED})"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cut.faa.gz"]
 
 
 def test_missing_sequence_file(tmp_path):

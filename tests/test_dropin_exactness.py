@@ -1,5 +1,5 @@
 """gpuhmm as a drop-in, round two: E-values below the smallest normal double, the width of
-hmmscan's Model column, and phmmer's own options and queries.
+hmmscan's Model column, phmmer's own options and queries, and `--seed`'s header lines.
 
 The references are the `hmmer` wheel's own binaries, run on inputs the tests cut from
 tests/data.
@@ -194,3 +194,32 @@ def test_phmmer_refuses_what_phmmer_refuses_in_one_line(tmp_path, arguments, wor
     assert process.returncode == 1 and len(lines) == 1, process.stderr
     assert lines[0].startswith("gpuhmm phmmer: error: ") and all(word in lines[0] for word in words), lines[0]
     assert not (tmp_path / "t").exists()
+
+
+# 4. --seed's header lines.
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+@pytest.mark.parametrize("program", ["hmmsearch", "phmmer", "hmmscan", "jackhmmer"])
+def test_seed_lines_as_each_program_prints_them(tmp_path, monkeypatch, program, seed):
+    """`--seed` in each program's header: for 0, "one-time arbitrary" and then, as HMMER 3.4's
+    output_header() falls through to it, "set to: 0"."""
+    queries = DATA / "jackhmmer-short.faa"
+    if program == "hmmscan":
+        pressed = tmp_path / "tiny.hmm"
+        pressed.write_bytes((DATA / "pfam-tiny.hmm").read_bytes())
+        _binary("hmmpress", tmp_path, pressed)
+        inputs = [pressed, queries]
+    else:
+        inputs = [DATA / "pfam-tiny.hmm" if program == "hmmsearch" else queries, queries]
+    arguments = ["--seed", str(seed), "-o", "out.txt", *(["-N", "1"] if program == "jackhmmer" else [])]
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    theirs.mkdir()
+    ours.mkdir()
+    _binary(program, theirs, *arguments, *inputs)
+    monkeypatch.chdir(ours)
+    command = {"hmmsearch": "search", "hmmscan": "scan"}.get(program, program)
+    assert main([command, "--backend", "cpu", *arguments, *map(str, inputs)]) == 0
+    ours, theirs = (ours / "out.txt").read_text(), (theirs / "out.txt").read_text()
+    assert header_block(ours)[1:] == header_block(theirs)[1:]
+    assert f"# random number seed set to:       {seed}\n" in ours

@@ -7,6 +7,7 @@ pyhmmer's jackhmmer, and bad input."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 
 import pyhmmer
@@ -114,6 +115,35 @@ def test_jackhmmer_on_the_gpu(tmp_path, monkeypatch, case):
     _assert_golden(_run_case(tmp_path, monkeypatch, case, "--backend", "gpu", *ENGINE), case)
 
 
+def _as_the_binary(tmp_path, monkeypatch, *words):
+    """`gpuhmm jackhmmer WORDS` (two threads, three shards) and the binary on QUERIES against
+    PROTEINS, each in its own folder: the tables, the report and its option lines alike.
+    Returns our report."""
+    jackhmmer = hmmer_binary("jackhmmer")
+    inputs = [str(QUERIES), str(PROTEINS)]
+    words = [*words, "-o", "out.txt", "--tblout", "out.tbl", "--domtblout", "out.dom"]
+    for name in ("ours", "theirs"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        if name == "ours":
+            assert main(["jackhmmer", *words, "--backend", "cpu", *ENGINE, *inputs]) == 0
+        else:
+            subprocess.run([jackhmmer, *words, *inputs], check=True, capture_output=True)
+    for kind in ("tbl", "dom"):
+        assert table_body(tmp_path / "ours" / f"out.{kind}") == table_body(tmp_path / "theirs" / f"out.{kind}"), kind
+    ours, theirs = ((tmp_path / name / "out.txt").read_text("latin-1") for name in ("ours", "theirs"))
+    assert report_body(ours) == report_body(theirs)
+    assert _option_lines(ours) == _option_lines(theirs)
+    return ours
+
+
+@pytest.mark.parametrize("matrix", ["BLOSUM45", "BLOSUM80", "PAM30"])
+def test_score_matrix_on_several_threads_as_jackhmmer(tmp_path, monkeypatch, matrix):
+    """--mx builds every query's first model, also where the models are built on several
+    threads: the tables and the report as the binary's with the same matrix."""
+    _as_the_binary(tmp_path, monkeypatch, "-N", "2", "--mx", matrix)
+
+
 def _rows(path):
     """Each query's table rows, split on whitespace, in order."""
     rows = {}
@@ -174,6 +204,18 @@ def test_api_gives_what_pyhmmer_jackhmmer_gives():
     assert [result.iteration for result in last] == [rounds[-1].iteration for rounds in ours]
 
 
+def test_progress_lines_name_the_round(caplog, monkeypatch):
+    """Each round's progress lines open with its number, the first as its tasks start."""
+    monkeypatch.setattr(logging.getLogger("gpuhmm"), "propagate", True)  # the CLI's handler stops it
+    caplog.set_level(logging.INFO, logger="gpuhmm")
+    engine = EngineSettings(backend="cpu", cpus=2)
+    gpuhmm.jackhmmer(QUERIES, PROTEINS, engine=engine, settings=JackhmmerOptions(max_iterations=2))
+    messages = dict.fromkeys(record.getMessage() for record in caplog.records)  # once, if caplog hears it twice
+    lines = [message for message in messages if message.startswith("jackhmmer round")]
+    assert [line.split(":")[0] for line in lines] == ["jackhmmer round 1"] * 2 + ["jackhmmer round 2"] * 2
+    assert " 0/" in lines[0] and " 0/" in lines[2] and "100% of cells" in lines[1] and "100% of cells" in lines[3]
+
+
 def test_empty_first_query_as_jackhmmer(tmp_path):
     """An empty first sequence is no query, but counts as the first: no table opens with the
     column header, as jackhmmer's nquery == 1 test leaves it."""
@@ -210,6 +252,14 @@ def test_empty_query_file(tmp_path):
     _refused(tmp_path, empty, PROTEINS, words=("empty.faa", "empty"))
 
 
+@pytest.mark.parametrize("command", ["jackhmmer", "phmmer"])
+def test_queries_and_sequences_both_from_standard_input_is_one_line(tmp_path, command):
+    process = run_gpuhmm(command, "-", "-", check=False, cwd=tmp_path)
+    assert process.returncode == 1
+    problem = "the queries and the sequences cannot both come from standard input"
+    assert process.stderr == f"gpuhmm {command}: error: -: {problem}\n"
+
+
 def test_missing_database(tmp_path):
     _refused(tmp_path, QUERIES, tmp_path / "nope.faa", words=("nope.faa", "not found"))
 
@@ -229,6 +279,43 @@ def test_missing_database(tmp_path):
 )
 def test_bad_option(tmp_path, option, words):
     _refused(tmp_path, *option, QUERIES, PROTEINS, words=words)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--eset", "0"],
+        ["--eset", "-1"],
+        ["--eset", "5", "--ere", "0.5"],
+        ["--eset", "abc"],
+        ["--eset", "5", "--eclust"],
+        ["--eent", "--eset", "5"],
+    ],
+)
+def test_eset_accepted_and_refused_as_jackhmmer(tmp_path, words):
+    """jackhmmer's --eset takes any real number (its option has no range), but not with another
+    effective sequence number scheme. One round: what is in question is the command line."""
+    short = DATA / "jackhmmer-short.faa"
+    theirs = subprocess.run([hmmer_binary("jackhmmer"), "-N", "1", *words, short, short], capture_output=True)
+    if theirs.returncode == 0:
+        run_gpuhmm("jackhmmer", "-N", "1", *words, short, short, cwd=tmp_path)
+    else:
+        _refused(tmp_path, *words, short, short, words=[word for word in words if word.startswith("--")])
+
+
+@pytest.mark.parametrize("value", ["0", "-0"])
+def test_eset_of_0_as_jackhmmer(tmp_path, monkeypatch, value):
+    """--eset 0 weighs later rounds' alignments as jackhmmer does."""
+    assert _as_the_binary(tmp_path, monkeypatch, "-N", "3", "--eset", value).count("@@ Round:") > 2
+
+
+def test_an_eset_that_cannot_weigh_an_alignment_fails_in_round_2(tmp_path):
+    """--eset -1 is accepted; jackhmmer aborts building round 2's model, gpuhmm says so in one line."""
+    aborted = subprocess.run(
+        [hmmer_binary("jackhmmer"), "-N", "2", "--eset", "-1", QUERIES, PROTEINS], capture_output=True
+    )
+    assert aborted.returncode != 0 and b"Fatal exception" in aborted.stderr
+    _refused(tmp_path, "-N", "2", "--eset", "-1", QUERIES, PROTEINS, words=("round 2",))
 
 
 def test_output_that_is_an_input_is_refused(tmp_path):

@@ -72,12 +72,20 @@ def test_a_tasks_error_is_raised_in_the_caller_and_later_tasks_are_dropped():
     assert ran == ["good", "bad"]
 
 
-def test_progress_is_logged_once_the_last_task_completes(caplog):
+def test_progress_is_logged_as_the_tasks_start_and_once_the_last_completes(caplog, monkeypatch):
+    """The first line comes before any task ends: a long task's run is not silent until then."""
+    monkeypatch.setattr(logging.getLogger("gpuhmm"), "propagate", True)  # the CLI's handler stops it
     caplog.set_level(logging.INFO, logger="gpuhmm")
-    with local.LocalExecutor(workers=2) as executor:
-        list(executor.run(_record, [1, 2, 3], [3, 2, 1], [0] * 3, []))
-    assert "search: 3 tasks submitted" in caplog.text
-    assert "search: 3/3 tasks, 100% of cells" in caplog.text
+    logged_before_the_end = []
+
+    def task(item, shared):
+        logged_before_the_end.append(caplog.text)
+        return item
+
+    with local.LocalExecutor(workers=1) as executor:
+        list(executor.run(task, [1, 2, 3], [300, 200, 100], [0] * 3, None, label="jackhmmer round 2"))
+    assert "jackhmmer round 2: 0/3 tasks of 600 cells, submitted in" in logged_before_the_end[0]
+    assert "jackhmmer round 2: 3/3 tasks, 100% of cells" in caplog.text
 
 
 def test_a_pool_closing_in_the_background_is_shut_down_once_close_returns():

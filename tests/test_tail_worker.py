@@ -13,8 +13,8 @@ import pytest
 from gpuhmm import search
 from gpuhmm.worker import STATE, tailqueue
 
-from helpers.cli import golden_runs, run_golden, run_tables
-from helpers.data import DATA, hmmer_binary, report_body
+from helpers.cli import golden_runs, run_golden, run_gpuhmm, run_tables
+from helpers.data import DATA, GOLDEN, assert_tables_equal, hmmer_binary, report_body
 from helpers.tail import HostTailEngine
 
 GPU_DOMAINS = ("--domaindef", "gpu")
@@ -57,6 +57,17 @@ def test_pyhmmer_finishes_every_pair_with_domaindef_cpu(tmp_path, host_tail):
     engine = host_tail()
     run_golden(tmp_path, "search", "heldout", "defaults", *ENGINE, "--domaindef", "cpu")
     assert engine.pairs == 0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+def test_domaindef_gpu_on_the_cpu_backend_says_so_in_one_line(tmp_path, backend):
+    """The CPU backend has no GPU stages: the tables are the CPU's, and one line says so."""
+    inputs = [DATA / RUNS["tiny_proteins"][key] for key in ("hmmfile", "seqfile")]
+    tables = tmp_path / "out.tblout"
+    process = run_gpuhmm("search", "--backend", backend, *GPU_DOMAINS, "--tblout", tables, *inputs)
+    assert_tables_equal(tables, GOLDEN / "tiny_proteins.defaults.tblout")
+    notes = [line.split(" gpuhmm: ", 1)[1] for line in process.stderr.splitlines() if "domaindef" in line]
+    assert notes == ["--domaindef gpu: on the CPU backend, pyhmmer defines the domains, as with --domaindef cpu"]
 
 
 def test_summary_counts_the_pairs(tmp_path, host_tail):

@@ -55,9 +55,13 @@ class _Job:
     @classmethod
     def of(cls, program, queries, sequences, *settings):
         """The job of these inputs (paths, or pyhmmer objects) and settings, in field order."""
-        what = "queries" if program == "phmmer" else "models"
-        names = memory.name(queries, what), memory.name(sequences, "sequences")
+        names = memory.name(queries, _query_kind(program)), memory.name(sequences, "sequences")
         return cls(program, *names, *settings, given=(queries, sequences))
+
+
+def _query_kind(program):
+    """What `program`'s queries are: phmmer's and jackhmmer's are sequences."""
+    return "queries" if program in ("phmmer", "jackhmmer") else "models"
 
 
 def hmmsearch(
@@ -186,12 +190,13 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
     """
     check_outputs(job.outputs.named(), (job.queries, job.sequences))
     if str(job.queries) == inputs.STDIN == str(job.sequences):
-        raise GpuhmmError(inputs.STDIN, "the models and the sequences cannot both come from standard input")
+        what = _query_kind(job.program)
+        raise GpuhmmError(inputs.STDIN, f"the {what} and the sequences cannot both come from standard input")
     engine = job.engine
     cpus = engine.threads or available_cpus()
     executor = job.executor
     if executor is None:
-        expected = local.expected_cells(*job.given, job.program in ("phmmer", "jackhmmer"), rounds)
+        expected = local.expected_cells(*job.given, _query_kind(job.program) == "queries", rounds)
         executor = start_executor(engine, expected)
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
@@ -224,6 +229,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         run.timed("database", started)
         if engine.backend == "auto":
             log.info(auto_choice(run.backend, cells, cpus))
+        if engine.domaindef == "gpu" and run.backend == "cpu":
+            log.warning("--domaindef gpu: on the CPU backend, pyhmmer defines the domains, as with --domaindef cpu")
         yield run
 
 
@@ -292,7 +299,7 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         )
         searching = time.time()
         result = run_search(
-            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domaindef
+            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domains_on
         )
         run.executor.close_in_background()
         run.stages.append({"name": "search", "seconds": result.wall_seconds})
@@ -451,9 +458,9 @@ def jackhmmer(
             run.executor.describe(),
         )
 
-        def search(hmms):
-            arguments = (options, run.executor, None, run.cpus, run.backend, engine.domaindef)
-            result = run_search(hmms, run.database, *arguments)
+        def search(hmms, number):
+            arguments = (options, run.executor, None, run.cpus, run.backend, engine.domains_on)
+            result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")
             return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
 
         rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)

@@ -81,7 +81,7 @@ def _engine(args):
         db_shards=args.db_shards,
         model_shards=getattr(args, "model_shards", None),
         shard_memory=args.shard_memory,
-        domaindef=getattr(args, "domaindef", "gpu"),
+        domaindef=getattr(args, "domaindef", None),
     )
 
 

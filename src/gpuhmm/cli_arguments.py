@@ -226,7 +226,6 @@ def _add_search_arguments(parser, program="hmmsearch"):
         engine.add_argument(
             "--domaindef",
             metavar=f"{{{','.join(DOMAINDEFS)}}}",
-            default="gpu",
             help="where the GPU backend runs domain definition and the stages after the Forward "
             "filter: the GPU's exact port with the host's cores beside it, or pyhmmer alone [gpu]",
         )
@@ -375,6 +374,5 @@ def _add_jackhmmer_arguments(parser):
     engine.add_argument(
         "--domaindef",
         metavar=f"{{{','.join(DOMAINDEFS)}}}",
-        default="gpu",
         help="where the GPU backend runs the stages after the Forward filter [gpu]",
     )

@@ -375,7 +375,7 @@ class DaskExecutor:
     def worker_count(self):
         return len(self._workers())
 
-    def run(self, function, items, cells, shards, shared):
+    def run(self, function, items, cells, shards, shared, label="search"):
         """Yield function(item, shared) for every item as it completes; `cells` weighs each item
         (items come largest first) and `shards` names its database shard: with as many shards as
         workers or more, shard s's items prefer worker s mod workers, but for the last
@@ -383,7 +383,8 @@ class DaskExecutor:
         loose: a lost worker's items go elsewhere, and a scheduler that steals work (not ours for
         GPU workers, `NO_STEALING`) may give them to an idle worker, which then loads the shard.
         `shared` (the models and options every item needs) is sent to every worker once, not
-        with each item: serializing it per item cost seconds per hundred tasks."""
+        with each item: serializing it per item cost seconds per hundred tasks. `label` opens
+        the progress lines."""
         import distributed
 
         client = self.client()
@@ -406,7 +407,7 @@ class DaskExecutor:
                 _pickled, function, item, shared_future, key=key, priority=len(items) - index, **placement
             )
             futures[future] = weight
-        progress = Progress(cells, submitting)
+        progress = Progress(cells, submitting, label)
         # Results are gathered as tasks complete, not one request per result in this loop:
         # tasks that end together would otherwise wait for each other's transfers in turn.
         for future, result in distributed.as_completed(futures, with_results=True):

@@ -7,13 +7,13 @@ hand architecture: the alignment keeps every consensus column, so the model keep
 length). A query converges when a round includes no target that the previous round did not,
 and its alignment did not grow; it stops after `max_iterations` rounds otherwise.
 
-The search itself is a callable given the round's models (one per query still iterating),
-returning each model's hits over the whole database: the queries iterate side by side, each
-round of all of them one search, which gives each query the rounds jackhmmer runs one query
-after the other. The builder reseeds its generator for every model it calibrates (seed ≠ 0),
-so neither the order the models are built in nor which copy of the builder builds one changes
-them: a round's models are built on several threads, each with its own copy, as calibrating a
-model takes longer than searching a small database with it.
+The search itself is a callable given the round's models (one per query still iterating) and
+its number, returning each model's hits over the whole database: the queries iterate side by
+side, each round of all of them one search, which gives each query the rounds jackhmmer runs
+one query after the other. The builder reseeds its generator for every model it calibrates
+(seed ≠ 0), so neither the order the models are built in nor which copy of the builder builds
+one changes them: a round's models are built on several threads, each with its own copy, as
+calibrating a model takes longer than searching a small database with it.
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def first_models(queries, builder, threads=1):
 
 
 def iterate(queries, models, builder, search, options, threads=1):
-    """Run every query's rounds, the first with `models` (`first_models`); `search(models)`
-    gives each model's merged hits over the database, and `options` is a `JackhmmerOptions`.
-    Later rounds' models are built on `threads` threads. Returns `queries`, their rounds
-    filled in."""
+    """Run every query's rounds, the first with `models` (`first_models`); `search(models,
+    number)` gives each model's merged hits over the database in round `number`, and `options`
+    is a `JackhmmerOptions`. Later rounds' models are built on `threads` threads. Returns
+    `queries`, their rounds filled in."""
     active = list(queries)
     for number in range(1, options.max_iterations + 1):
         if not active:
@@ -97,7 +97,7 @@ def iterate(queries, models, builder, search, options, threads=1):
         if number > 1:
             models = _built(active, builder, threads, _model)
         started, cpu = time.perf_counter(), os.times()
-        found = search(models)
+        found = search(models, number)
         rounds = [
             _finish_round(query, number, hmm, hits, options.seq_limit)
             for query, hmm, hits in zip(active, models, found)
@@ -111,7 +111,8 @@ def iterate(queries, models, builder, search, options, threads=1):
 
 def _built(queries, builder, threads, build):
     """build(query, builder, background) of each query, on up to `threads` threads, each with
-    its own copy of `builder` and of the null model (calibration sets its length)."""
+    its own copy of `builder` and of the null model (calibration sets its length). pyhmmer's
+    `Builder.copy` resets the score matrix to BLOSUM62, so each copy is given the original's."""
     if threads <= 1 or len(queries) <= 1:
         background = pyhmmer.plan7.Background(builder.alphabet)
         return [build(query, builder, background) for query in queries]
@@ -120,6 +121,7 @@ def _built(queries, builder, threads, build):
     def one(query):
         if not hasattr(own, "builder"):
             own.builder, own.background = builder.copy(), pyhmmer.plan7.Background(builder.alphabet)
+            own.builder.score_matrix = builder.score_matrix
         return build(query, own.builder, own.background)
 
     with concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:

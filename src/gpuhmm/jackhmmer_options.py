@@ -53,9 +53,12 @@ class JackhmmerOptions:
         for flag, value in (("--fragthresh", self.fragthresh), ("--wid", self.wid), ("--eid", self.eid)):
             if not (_is_real(value) and 0 <= value <= 1):
                 raise GpuhmmError(flag, f"must be a number in 0 <= x <= 1, not {value!r}")
-        for flag, value in (("--esigma", self.esigma), ("--ere", self.ere), ("--eset", self.eset)):
+        for flag, value in (("--esigma", self.esigma), ("--ere", self.ere)):
             if value is not None and not (_is_real(value) and value > 0):
                 raise GpuhmmError(flag, f"must be a number > 0, not {value!r}")
+        # jackhmmer takes any real --eset; one that cannot weigh an alignment fails in round 2, as there.
+        if self.eset is not None and not (isinstance(self.eset, numbers.Real) and not isinstance(self.eset, bool)):
+            raise GpuhmmError("--eset", f"must be a number, not {self.eset!r}")
         for name, value, choices in (
             ("weighting", self.weighting, WEIGHTINGS),
             ("effective", self.effective, EFFECTIVE_NUMBERS),

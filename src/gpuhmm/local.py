@@ -40,14 +40,22 @@ CUDA_START_THREAD, WARM_UP_THREAD = "gpuhmm-cuda-start", "gpuhmm-gpu-warm-up"
 
 
 class Progress:
-    """A run's progress lines: once its tasks are submitted, at most every PROGRESS_SECONDS
-    then, and when the last completes. `cells` weighs each task."""
+    """A run's progress lines, each opening with `label` ("search", or jackhmmer's round): the
+    first once its tasks are submitted, before any ends; then at most every PROGRESS_SECONDS,
+    and when the last completes. `cells` weighs each task."""
 
-    def __init__(self, cells, submitting):
+    def __init__(self, cells, submitting, label="search"):
         self.tasks, self.total_cells = len(cells), sum(cells) or 1
+        self.label = label
         self.done = self.done_cells = 0
         self.started = self.reported = time.perf_counter()
-        log.info("search: %d tasks submitted in %.1fs", self.tasks, self.started - submitting)
+        log.info(
+            "%s: 0/%d tasks of %.3g cells, submitted in %.1fs",
+            label,
+            self.tasks,
+            sum(cells),
+            self.started - submitting,
+        )
 
     def completed(self, weight):
         self.done += 1
@@ -58,7 +66,8 @@ class Progress:
             fraction = self.done_cells / self.total_cells
             eta = (now - self.started) * (1 - fraction) / fraction if fraction else float("nan")
             log.info(
-                "search: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
+                "%s: %d/%d tasks, %.0f%% of cells, %.1f GCUPS, elapsed %.0fs, ETA %.0fs",
+                self.label,
                 self.done,
                 self.tasks,
                 100 * fraction,
@@ -96,12 +105,12 @@ class LocalExecutor:
         """Run setup(*arguments, threads=the pool's thread count) here, now."""
         setup(*arguments, threads=self.workers)
 
-    def run(self, function, items, cells, shards, shared):
+    def run(self, function, items, cells, shards, shared, label="search"):
         """Yield function(item, shared) for every item as it completes; items start in the order
         given (largest first: `cells` weighs each). One worker holds every shard, so `shards`
         places nothing. Once a task fails, or the caller stops, the tasks not yet started are
-        dropped."""
-        progress = Progress(cells, time.perf_counter())
+        dropped. `label` opens the progress lines."""
+        progress = Progress(cells, time.perf_counter(), label)
         stopped = threading.Event()
 
         def task(item):

@@ -261,7 +261,7 @@ class EngineSettings:
     db_shards: int = 1  # shards a FASTA database is split into
     model_shards: int | None = None  # model groups balanced by length; None: guided groups
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
-    domaindef: str = "gpu"  # gpu | cpu: where the GPU backend runs the stages after the Forward filter
+    domaindef: str | None = None  # gpu | cpu: where the GPU backend runs the stages after the Forward filter
 
     def __post_init__(self):
         _check_choice("--backend", self.backend, BACKENDS)
@@ -272,7 +272,13 @@ class EngineSettings:
         _check_integer("--model-shards", self.model_shards, 1, optional=True)
         if self.shard_memory is not None and not (_is_number(self.shard_memory) and self.shard_memory > 0):
             _fail(f"--shard-memory must be more than 0, not {self.shard_memory!r}")
-        _check_choice("--domaindef", self.domaindef, DOMAINDEFS)
+        if self.domaindef is not None:
+            _check_choice("--domaindef", self.domaindef, DOMAINDEFS)
+
+    @property
+    def domains_on(self):
+        """Where the GPU backend runs the stages after the Forward filter: as asked, else the GPU."""
+        return self.domaindef or "gpu"
 
     @property
     def threads(self):

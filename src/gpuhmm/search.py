@@ -99,11 +99,13 @@ def plan_tasks(models, database, model_groups, slots):
     return tasks
 
 
-def run_search(models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="gpu"):
+def run_search(
+    models, database, options, executor, model_groups=None, slots=1, backend="cpu", domaindef="gpu", label="search"
+):
     """Search `models` against every shard of `database` on `executor`.
 
-    `executor.run(function, items, cells, shards, shared)` must yield each function(item, shared)
-    as it completes.
+    `executor.run(function, items, cells, shards, shared, label)` must yield each
+    function(item, shared) as it completes; `label` opens its progress lines.
     """
     started, started_at = time.perf_counter(), time.time()
     tasks = plan_tasks(models, database, model_groups, slots)
@@ -112,7 +114,12 @@ def run_search(models, database, options, executor, model_groups=None, slots=1, 
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
     shared = SharedContext.of(models, database, arguments, backend, domaindef)
     for outcome in executor.run(
-        run_task, tasks, cells=[task.cells for task in tasks], shards=[task.shard for task in tasks], shared=shared
+        run_task,
+        tasks,
+        cells=[task.cells for task in tasks],
+        shards=[task.shard for task in tasks],
+        shared=shared,
+        label=label,
     ):
         for position, hits in zip(outcome.task.positions, outcome.hits):
             per_model[position][outcome.task.shard] = tophits.attached(hits, models[position])

@@ -27,7 +27,7 @@ from ..options import ReportSettings
 from . import parallel, tables
 from .files import written_together
 from .report import Stopwatch, write_query_lines, write_section, write_statistics
-from .report_header import RULE, option_text, write_banner
+from .report_header import RULE, option_lines, write_banner
 
 BANNER = "iteratively search a protein sequence against a protein database"
 
@@ -200,7 +200,7 @@ def _write_header(handle, report):
     used = dict(report.options)
     for flag, text in OPTION_LINES:
         if flag in used:
-            handle.write(f"# {text_view(option_text(text, used[flag]))}\n")
+            handle.writelines(f"# {text_view(line)}\n" for line in option_lines(text, used[flag]))
     handle.write(RULE + "\n")
 
 

@@ -91,10 +91,14 @@ _OPTION_LINES = (
 )
 
 
-#: What replaces a line above when its option's value is 0.
+#: The lines that replace a line above when its option's value is 0. For `--seed 0` HMMER 3.4
+#: prints "set to: 0" after "one-time arbitrary": its output_header() falls through to it.
 _WHEN_ZERO = {
-    "random number seed set to:       %d": "random number seed:              one-time arbitrary",
-    "multithread parallelization:     %d workers": "multithread parallelization:     off",
+    "random number seed set to:       %d": (
+        "random number seed:              one-time arbitrary",
+        "random number seed set to:       0",
+    ),
+    "multithread parallelization:     %d workers": ("multithread parallelization:     off",),
 }
 
 
@@ -131,18 +135,19 @@ def write_header(handle: TextIO, header: ReportHeader) -> None:
         raise ValueError(f"{header.program} prints no header line for {sorted(unknown)}")
     for flag, text in lines:
         if flag in used:
-            handle.write(f"# {option_text(text, used[flag])}\n")
+            handle.writelines(f"# {line}\n" for line in option_lines(text, used[flag]))
     handle.write(RULE + "\n")
 
 
-def option_text(text: str, value: object) -> str:
-    """An option line with its value, converted as HMMER's getopts would read it."""
+def option_lines(text: str, value: object) -> tuple[str, ...]:
+    """An option's line with its value, converted as HMMER's getopts would read it (or the
+    lines that replace it when the value is 0)."""
     if "%" not in text:
-        return text
+        return (text,)
     if "%s" in text:
-        return text % value
+        return (text % value,)
     number = int(value) if "%d" in text else float(value)
-    return _WHEN_ZERO[text] if number == 0 and text in _WHEN_ZERO else text % number
+    return _WHEN_ZERO[text] if number == 0 and text in _WHEN_ZERO else (text % number,)
 
 
 def header_options(
