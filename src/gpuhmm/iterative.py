@@ -27,6 +27,7 @@ import time
 import pyhmmer.easel
 import pyhmmer.plan7
 
+from .db.models import loggable_argv
 from .errors import GpuhmmError
 from .hits.text import text_of
 
@@ -114,7 +115,8 @@ def _built(queries, builder, threads, build):
     its own copy of `builder` and of the null model (calibration sets its length)."""
     if threads <= 1 or len(queries) <= 1:
         background = pyhmmer.plan7.Background(builder.alphabet)
-        return [build(query, builder, background) for query in queries]
+        with loggable_argv():
+            return [build(query, builder, background) for query in queries]
     own = threading.local()
 
     def one(query):
@@ -122,7 +124,7 @@ def _built(queries, builder, threads, build):
             own.builder, own.background = builder.copy(), pyhmmer.plan7.Background(builder.alphabet)
         return build(query, own.builder, own.background)
 
-    with concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
+    with loggable_argv(), concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
         return list(pool.map(one, queries))
 
 
