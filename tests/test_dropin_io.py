@@ -1,6 +1,6 @@
-"""gpuhmm as a drop-in for hmmsearch, its inputs and outputs: FASTA headers that are not UTF-8,
-outputs that fail as they are written, output paths hmmsearch takes or that would replace an
-input, and the command line's own help and errors.
+"""gpuhmm as a drop-in for hmmsearch, its inputs and outputs: FASTA headers and file names that
+are not UTF-8, outputs that fail as they are written, output paths hmmsearch takes or that would
+replace an input, and the command line's own help and errors.
 
 The references are the `hmmer` wheel's own binaries, run on the same inputs in the test.
 """
@@ -176,6 +176,72 @@ def test_latin1_queries_and_targets_on_the_gpu_path_as_phmmer(tmp_path, monkeypa
     _gpuhmm("phmmer", "--backend", "gpu", "--cpu", "2", "--db-shards", "2", *_outputs(Path(".")), fasta, fasta)
     theirs = _reference("phmmer", tmp_path / "theirs", *_outputs(Path(".")), fasta, fasta)
     _assert_same(ours, theirs)
+
+
+# Item: file names that are not UTF-8 are written back as their bytes, as HMMER writes them.
+
+#: Byte 0xE9 in a file name, as Python holds it ("\udce9").
+E9 = os.fsdecode(b"\xe9")
+
+#: Per command: its HMMER binary, its model or query file, its target file, its own outputs.
+NAMED = {
+    "search": ("hmmsearch", TINY, PROTEINS, ["-A", f"ali{E9}.sto"]),
+    "scan": ("hmmscan", TINY, DATA / "heldout.faa", []),
+    "phmmer": ("phmmer", DATA / "jackhmmer-short.faa", PROTEINS, ["-A", f"ali{E9}.sto"]),
+    "jackhmmer": (
+        "jackhmmer",
+        DATA / "jackhmmer-short.faa",
+        PROTEINS,
+        ["-N", "2", "-A", f"ali{E9}.sto", "--chkali", f"chk{E9}"],
+    ),
+}
+
+#: A report's lines that name the program's threads, which may differ.
+THREADS = (b"# number of worker threads:", b"# multithread parallelization:")
+
+
+def _header_lines(path):
+    """A report's header block (to its second rule), less its banner and thread lines."""
+    lines = Path(path).read_bytes().splitlines(keepends=True)
+    rules = [index for index, line in enumerate(lines) if line.startswith(b"# - - - -")]
+    return [line for line in lines[1 : rules[1]] if not line.startswith(THREADS)]
+
+
+def _lines(path, *prefixes):
+    return [line for line in Path(path).read_bytes().splitlines() if line.startswith(prefixes)]
+
+
+@pytest.mark.parametrize("command", list(NAMED))
+def test_file_names_that_are_not_utf8_are_written_as_hmmer_does(tmp_path, monkeypatch, command):
+    """Inputs and outputs named with byte 0xE9: the report (its header, its -A lines), the
+    tables' footer and the alignments hold the names' bytes as the binary's do. gpuhmm runs as
+    its console script does, the names in sys.argv, which pyhmmer's builders log."""
+    program, query, target, options = NAMED[command]
+    inputs = [tmp_path / f"query{E9}{query.suffix}", tmp_path / f"target{E9}{target.suffix}"]
+    for path, source in zip(inputs, (query, target)):
+        path.write_bytes(source.read_bytes())
+    if command == "scan":  # for hmmscan's own reading
+        subprocess.run([hmmer_binary("hmmpress"), inputs[0]], check=True, capture_output=True)
+    report, tables = f"out{E9}.txt", [f"tbl{E9}", f"dom{E9}"]
+    arguments = ["-o", report, "--tblout", tables[0], "--domtblout", tables[1], *options]
+    arguments += [f"../{path.name}" for path in inputs]
+    ours = _ours(tmp_path, monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["gpuhmm", command, "--cpu", "1", *arguments])
+    assert main() == 0
+    theirs = _reference(program, tmp_path / "theirs", *arguments)
+    assert _header_lines(ours / report) == _header_lines(theirs / report)
+    assert _report_body(ours / report) == _report_body(theirs / report)
+    files = (b"# Query file:", b"# Target file:")
+    for table in tables:
+        assert _table_body(ours / table) == _table_body(theirs / table)
+        footer = _lines(ours / table, *files)
+        assert footer == _lines(theirs / table, *files) and all(b"\xe9" in line for line in footer)
+        (settings,) = _lines(ours / table, b"# Option settings:")
+        assert all(os.fsencode(word) in settings for word in arguments)
+    for alignment in (f"ali{E9}.sto", f"chk{E9}-1.sto", f"chk{E9}-2.sto"):
+        assert (ours / alignment).exists() == (theirs / alignment).exists()
+        if (theirs / alignment).exists():
+            assert (ours / alignment).read_bytes() == (theirs / alignment).read_bytes()
 
 
 # Item: outputs that fail are one line, not a traceback; hmmsearch fails on them too.

@@ -120,18 +120,24 @@ def test_hits_go_through_their_file_as_data_and_merge_to_hmmsearch_tables(tmp_pa
 
 
 def _header_and_body(path):
-    """The JSON header and the body of a hits file, as `merge.save_hits` lays them out."""
+    """The JSON header and the body of a hits file, as `merge.save_hits` lays them out: its
+    format line and header length, its header, and what follows (the hits, the checksum)."""
     data = path.read_bytes()
     start = data.index(b"\n") + 1 + 8
     (length,) = struct.unpack(">Q", data[start - 8 : start])
     return data[:start], json.loads(data[start : start + length]), bytearray(data[start + length :])
 
 
+def _relaid(prefix, header, rest):
+    """The bytes of a hits file of `header`, followed by `rest` as it is."""
+    encoded = json.dumps(header).encode()
+    return prefix[:-8] + struct.pack(">Q", len(encoded)) + encoded + bytes(rest)
+
+
 def _with(prefix, header, body):
     """A hits file of `header` and `body`, its checksum made to match: only the content is wrong."""
-    header = dict(header, body={"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})
-    encoded = json.dumps(header).encode()
-    return prefix[:-8] + struct.pack(">Q", len(encoded)) + encoded + bytes(body)
+    content = _relaid(prefix, header, body)
+    return content + hashlib.sha256(content).digest()
 
 
 class _Payload:
@@ -153,6 +159,7 @@ def test_crafted_or_truncated_hits_files_are_refused_and_run_nothing(tmp_path):
     real = _search(model_file, tmp_path / "real.hits")
     data = real.read_bytes()
     prefix, header, body = _header_and_body(real)
+    body = body[: -hashlib.sha256().digest_size]
     model = next(model for model in header["models"] if model["hits"])
     first_hit = sum(m["query"] + sum(m["hits"]) for m in header["models"][: header["models"].index(model)])
     first_hit += model["query"]
@@ -164,7 +171,7 @@ def test_crafted_or_truncated_hits_files_are_refused_and_run_nothing(tmp_path):
         "truncated": data[: len(data) // 2],
         "header cut short": data[: len(prefix) + 10],
         "header not JSON": prefix[:-8] + struct.pack(">Q", 9) + b"{not json" + bytes(body),
-        "header without its fields": _with(prefix, {"format": "gpuhmm-hits/2"}, body),
+        "header without its fields": _with(prefix, {"format": "gpuhmm-hits/3"}, body),
         "hit record overlong": _with(prefix, header, overlong),
         "order past the hits": _with(prefix, unordered, body),
     }.items():
@@ -181,3 +188,43 @@ def _merged_without_running(tmp_path, path, marker):
         return _refused_merge(tmp_path, path)
     finally:
         assert not marker.exists(), f"merging {path} ran its code"
+
+
+def _forge_z(header):
+    header["Z"] *= 10
+    for model in header["models"]:
+        model["state"]["pipeline"]["Z"] *= 10
+
+
+def _forge_options(header):
+    header["search"]["options"].append("--cut_ga")
+
+
+@pytest.mark.parametrize("forge", [_forge_z, _forge_options], ids=["Z", "options"])
+def test_a_header_forged_alike_in_every_shard_is_refused(tmp_path, forge):
+    """The checksum covers the header as well as the hits: a header changed the same way in
+    every shard (the shards still agree with each other) is refused."""
+    hits = [_search(shard, tmp_path / f"{index}.hits") for index, shard in enumerate(_split(tmp_path, 2))]
+    for path in hits:
+        prefix, header, rest = _header_and_body(path)
+        forge(header)
+        path.write_bytes(_relaid(prefix, header, rest))
+    line = _refused_merge(tmp_path, *hits)
+    assert line == f"gpuhmm merge: error: {hits[0]}: damaged or truncated hits file " + (
+        "(its contents do not match the checksum it was written with)"
+    )
+
+
+def test_a_hits_file_of_an_earlier_format_is_refused(tmp_path):
+    """A gpuhmm-hits/2 file, whose checksum covered its hits only, is refused: search again."""
+    (shard,) = _split(tmp_path, 1)
+    path = _search(shard, tmp_path / "0.hits")
+    prefix, header, rest = _header_and_body(path)
+    earlier = b"gpuhmm-hits/2\n" + prefix[prefix.index(b"\n") + 1 :]
+    body = rest[: -hashlib.sha256().digest_size]
+    header = dict(header, format="gpuhmm-hits/2", body={"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})
+    path.write_bytes(_relaid(earlier, header, body))
+    line = _refused_merge(tmp_path, path)
+    assert line == f"gpuhmm merge: error: {path}: not a gpuhmm-hits/3 file " + (
+        "(earlier gpuhmm versions' hits files are not read: search again)"
+    )

@@ -154,7 +154,7 @@ def hmmscan(
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
-        footer = tables.hmmer_footer(command, job.queries, job.sequences, "hmmscan")
+        footer = tables.hmmer_footer(command, job.sequences, job.queries, "hmmscan")
         tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footer, scan=True, report=report)
     return per_sequence
 

@@ -27,6 +27,7 @@ import time
 import pyhmmer.easel
 import pyhmmer.plan7
 
+from .db.models import loggable_argv
 from .errors import GpuhmmError
 from .hits.text import text_of
 
@@ -115,7 +116,8 @@ def _built(queries, builder, threads, build):
     `Builder.copy` resets the score matrix to BLOSUM62, so each copy is given the original's."""
     if threads <= 1 or len(queries) <= 1:
         background = pyhmmer.plan7.Background(builder.alphabet)
-        return [build(query, builder, background) for query in queries]
+        with loggable_argv():
+            return [build(query, builder, background) for query in queries]
     own = threading.local()
 
     def one(query):
@@ -124,7 +126,7 @@ def _built(queries, builder, threads, build):
             own.builder.score_matrix = builder.score_matrix
         return build(query, own.builder, own.background)
 
-    with concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
+    with loggable_argv(), concurrent.futures.ThreadPoolExecutor(min(threads, len(queries)), "gpuhmm-builder") as pool:
         return list(pool.map(one, queries))
 
 

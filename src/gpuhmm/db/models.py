@@ -16,6 +16,7 @@ import heapq
 import io
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -129,6 +130,25 @@ def _file_key(path):
     return f"{Path(path).resolve()}:{status.st_size}:{status.st_mtime_ns}"
 
 
+#: Held while pyhmmer's builders run with `sys.argv` made loggable (`loggable_argv`).
+_argv_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def loggable_argv():
+    """pyhmmer's builders log `" ".join(sys.argv)` in each model as UTF-8, and fail on an
+    argument that is not (a file name of other bytes, which Python holds with surrogate
+    escapes): while they build in this block, such bytes read as backslash escapes. No output
+    shows that log (phmmer's models are not written, jackhmmer's logs are replaced)."""
+    with _argv_lock:
+        given = sys.argv
+        sys.argv = [os.fsencode(word).decode("utf-8", "backslashreplace") for word in given]
+        try:
+            yield
+        finally:
+            sys.argv = given
+
+
 def single_sequence_models(queries, seed=42, phmmer=PhmmerOptions()):
     """phmmer's model of each query sequence, in order: HMMER's single-sequence builder with
     phmmer's score system and calibration (`phmmer`: by default BLOSUM62, gap open 0.02 and
@@ -140,7 +160,8 @@ def single_sequence_models(queries, seed=42, phmmer=PhmmerOptions()):
     alphabet = queries[0].alphabet
     builder = pyhmmer.plan7.Builder(alphabet, seed=seed, **phmmer.builder_arguments())
     background = pyhmmer.plan7.Background(alphabet)
-    return [builder.build(query, background)[0] for query in queries]
+    with loggable_argv():
+        return [builder.build(query, background)[0] for query in queries]
 
 
 def check_cutoffs(models, bit_cutoffs, source):

@@ -5,13 +5,14 @@ agrees), re-thresholds, and recomputes domZ: the result is hmmsearch's own hit l
 
 A hits file (`--hits`) is data alone, so that merging one from elsewhere runs nothing:
 
-    gpuhmm-hits/2\\n                the format's line
+    gpuhmm-hits/3\\n                the format's line
     8 bytes                        the header's length, big-endian
     header                         JSON: what was searched how (options, the database's digest,
                                    Z, the model shard), the run's record, and per model its
                                    TopHits state and the sizes of its parts in the body
     body                           per model: its query (HMMER's binary model), then each hit's
                                    P7_HIT record (`p7_hit_Serialize`)
+    32 bytes                       the SHA-256 of all the above, header and body alike
 
 Before merging, `gpuhmm merge` checks that its files were searched alike and, given the
 `splitmodels` manifest, that they hold each model shard exactly once.
@@ -28,9 +29,10 @@ from ..errors import GpuhmmError
 from ..hits import tophits
 from .files import written_together
 
-HITS_FORMAT = "gpuhmm-hits/2"
+HITS_FORMAT = "gpuhmm-hits/3"
 _MAGIC = f"{HITS_FORMAT}\n".encode()
 _LENGTH = struct.Struct(">Q")
+_DIGEST = hashlib.sha256().digest_size
 
 
 def reduce_shards(shard_hits):
@@ -47,20 +49,13 @@ def save_hits(path, hits, metadata):
         state, query, records = tophits.as_data(model_hits)
         models.append({"state": state, "query": len(query), "hits": [len(record) for record in records]})
         parts += [query, *records]
-    body = hashlib.sha256()
-    for part in parts:
-        body.update(part)
-    header = {
-        "format": HITS_FORMAT,
-        **metadata,
-        "models": models,
-        "body": {"bytes": sum(map(len, parts)), "sha256": body.hexdigest()},
-    }
-    encoded = json.dumps(header).encode()
+    encoded = json.dumps({"format": HITS_FORMAT, **metadata, "models": models}).encode()
+    digest = hashlib.sha256()
     with written_together([path]) as (handle,):
-        handle.write(_MAGIC + _LENGTH.pack(len(encoded)) + encoded)
-        for part in parts:
+        for part in (_MAGIC + _LENGTH.pack(len(encoded)) + encoded, *parts):
+            digest.update(part)
             handle.write(part)
+        handle.write(digest.digest())
 
 
 def load_hits(path):
@@ -76,7 +71,7 @@ def load_hits(path):
         raise GpuhmmError(path, f"cannot read hits file ({error.strerror or error})") from None
     if not data.startswith(_MAGIC):
         raise GpuhmmError(
-            path, f"not a {HITS_FORMAT} file (the pickles of earlier gpuhmm versions are not read: search again)"
+            path, f"not a {HITS_FORMAT} file (earlier gpuhmm versions' hits files are not read: search again)"
         )
     try:
         return dict(_decoded(data), path=str(path))
@@ -96,18 +91,21 @@ _HEADER = {
     "run": (dict, {"models_file": str, "sequences_file": str, "tasks": _NUMBER, "cells": _NUMBER, "filters": dict}),
     "stages": (list, {}),
     "models": (list, {}),
-    "body": (dict, {"bytes": int, "sha256": str}),
 }
 
 
 def _decoded(data):
     start = len(_MAGIC) + _LENGTH.size
-    if len(data) < start:
+    if len(data) < start + _DIGEST:
         raise ValueError("cut short in its header")
+    # Any byte changed, in the header as in the hits, or the file cut short: read nothing more.
+    data, digest = memoryview(data)[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.sha256(data).digest() != digest:
+        raise ValueError("its contents do not match the checksum it was written with")
     (length,) = _LENGTH.unpack_from(data, len(_MAGIC))
     if start + length > len(data):
         raise ValueError("cut short in its header")
-    header = json.loads(data[start : start + length])
+    header = json.loads(bytes(data[start : start + length]))
     if not isinstance(header, dict):
         raise ValueError("its header is not a JSON object")
     for name, (kind, fields) in _HEADER.items():
@@ -115,11 +113,7 @@ def _decoded(data):
         if not isinstance(value, kind) or not all(isinstance(value.get(key, ()), of) for key, of in fields.items()):
             raise ValueError(f"header field {name!r} missing or mistyped")
     _check_run(header["run"], header["stages"])
-    body = memoryview(data)[start + length :]
-    if header["body"]["bytes"] != len(body):
-        raise ValueError(f"{len(body)} bytes of hits where the header announces {header['body']['bytes']}")
-    if hashlib.sha256(body).hexdigest() != header["body"]["sha256"]:
-        raise ValueError("its hits do not match the header's checksum")
+    body = data[start + length :]
     hits, offset = [], 0
     for model in header["models"]:
         if not (isinstance(model, dict) and isinstance(model.get("hits"), list)):

@@ -301,7 +301,8 @@ class Report:
             aligned = included_domains(found)
             if aligned:
                 text.write(
-                    f"# Alignment of {aligned} hits satisfying inclusion thresholds saved to: {self.alignment_file}\n"
+                    f"# Alignment of {aligned} hits satisfying inclusion thresholds saved to: "
+                    f"{text_view(str(self.alignment_file))}\n"
                 )
             else:
                 text.write("# No hits satisfy inclusion thresholds; no alignment saved\n")

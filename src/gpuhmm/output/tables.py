@@ -116,7 +116,8 @@ class Table:
         native.write_table(out, place, self.format, self.header and index == 0, name, accession)
 
     def epilogue(self):
-        return "".join(f"{line}\n" for line in self.footer).encode()
+        # file names and the command line as the bytes the system gave them
+        return os.fsencode("".join(f"{line}\n" for line in self.footer))
 
 
 def _write_shuffle_table(handle, rows):
