@@ -170,7 +170,7 @@ def test_hmmscan_takes_hmms_and_a_sequence_block(tmp_path):
     found = gpuhmm.hmmscan(hmms, block, outputs=OutputFiles(tblout=str(tables)), engine=ENGINE)
     assert _tables(found) == expected
     assert _tables(pyhmmer.hmmscan(block, hmms, cpus=1)) == expected
-    assert "# Query file:      (models in memory)\n# Target file:     (sequences in memory)\n" in tables.read_text()
+    assert "# Query file:      (sequences in memory)\n# Target file:     (models in memory)\n" in tables.read_text()
     assert table_body(tables) == expected["targets"]
 
 

@@ -150,8 +150,8 @@ def hmmscan(
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
-        footer = tables.hmmer_footer(command, job.queries, job.sequences, "hmmscan")
-        tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footer, scan=True, report=report)
+        footers = tables.hmmer_footers(command, job.sequences, job.queries, "hmmscan")
+        tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footers, scan=True, report=report)
     return per_sequence
 
 
@@ -303,9 +303,9 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         started = time.perf_counter()
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
         report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
-        footer = tables.hmmer_footer(job.command, job.queries, job.sequences)
+        footers = tables.hmmer_footers(job.command, job.queries, job.sequences)
         paths = dict(dataclasses.asdict(outputs), shuffle_out=None)
-        tables.write_outputs(merged, paths, footer, report=report, header=all(header))
+        tables.write_outputs(merged, paths, footers, report=report, header=all(header))
         record = summary.search_record(
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
@@ -358,8 +358,8 @@ def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="
         shards = models.ModelShards.open(order)
         models_file = shards.source
     merged = merge.in_model_order(contents, shards)
-    footer = tables.hmmer_footer(command, models_file, runs[0]["sequences_file"] if runs else "-")
-    tables.write_outputs(merged, dataclasses.asdict(outputs), footer)
+    footers = tables.hmmer_footers(command, models_file, runs[0]["sequences_file"] if runs else "-")
+    tables.write_outputs(merged, dataclasses.asdict(outputs), footers)
     if outputs.summary or outputs.summary_tsv:
         summary.write_summary(
             outputs.summary,
