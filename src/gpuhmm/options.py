@@ -25,6 +25,17 @@ E_VALUE_OPTIONS = ("E", "domE", "incE", "incdomE")
 #: hmmsearch refuses the filter thresholds together with `--max`.
 FILTER_OPTIONS = ("F1", "F2", "F3")
 
+#: The options HMMER 3.4's searches refuse together (their esl_getopts incompatibilities):
+#: each option, and those it excludes.
+EXCLUSIVE_OPTIONS = (
+    ("cut", THRESHOLD_OPTIONS),
+    ("max", (*FILTER_OPTIONS, "nobias")),
+    ("E", ("T",)),
+    ("domE", ("domT",)),
+    ("incE", ("incT",)),
+    ("incdomE", ("incdomT",)),
+)
+
 #: Shuffles per reported hit for the shuffle significance table (`--shuffle`), and the fewest.
 DEFAULT_SHUFFLES = 1000
 MIN_SHUFFLES = 10
@@ -98,16 +109,9 @@ class SearchOptions:
                 _fail(f"{_flag(name)} must be a number, not {value!r}")
         for name in ("max", "nobias", "nonull2"):
             _check_flag(_flag(name), getattr(self, name))
-        if self.cut is not None:
-            if self.cut not in CUTOFFS:
-                _fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
-            clashing = [name for name in THRESHOLD_OPTIONS if name in given]
-            if clashing:
-                _fail(f"--cut_{self.cut} cannot be combined with {', '.join(map(_flag, clashing))}")
-        if self.max:
-            clashing = [name for name in (*FILTER_OPTIONS, "nobias") if name in given]
-            if clashing:
-                _fail(f"--max cannot be combined with {', '.join(map(_flag, clashing))}")
+        if self.cut is not None and self.cut not in CUTOFFS:
+            _fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
+        check_exclusive(given, self.cut)
         _check_integer("--seed", self.seed, 0)
 
     @property
@@ -159,6 +163,17 @@ class SearchOptions:
             else:
                 words += [_flag(field.name), f"{value:g}" if isinstance(value, float) else str(value)]
         return words
+
+
+def check_exclusive(given, cut=None):
+    """Refuse options that HMMER refuses together (`EXCLUSIVE_OPTIONS`); `given` names those set,
+    `cut` is the `--cut_*` kind. The options' own check counts a value at HMMER's default as not
+    given; the command line counts every option given, at any value, as esl_getopts does."""
+    for name, excluded in EXCLUSIVE_OPTIONS:
+        clashing = [other for other in excluded if other in given]
+        if name in given and clashing:
+            flag = f"--cut_{cut}" if name == "cut" else _flag(name)
+            _fail(f"{flag} cannot be combined with {', '.join(map(_flag, clashing))}")
 
 
 def _flag(name):
