@@ -194,3 +194,40 @@ def test_phmmer_refuses_what_phmmer_refuses_in_one_line(tmp_path, arguments, wor
     assert process.returncode == 1 and len(lines) == 1, process.stderr
     assert lines[0].startswith("gpuhmm phmmer: error: ") and all(word in lines[0] for word in words), lines[0]
     assert not (tmp_path / "t").exists()
+
+
+# 4. The filters' thresholds: any number, as HMMER's. Its binaries flush P-values under DBL_MIN
+# to 0, which a threshold of 0 passes.
+
+
+def _reference_engine(monkeypatch, backend):
+    """On the GPU path, the filters' numpy model."""
+    if backend == "gpu":
+        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
+
+
+#: The GPU path's ids do not say "gpu", which would skip them where there is no GPU.
+BACKENDS = pytest.mark.parametrize("backend", ["cpu", "gpu"], ids=["cpu", "gpu-path"])
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    "options", [("--F1", "0"), ("--F2", "0"), ("--F3", "0"), ("--F1", "-1"), ("--F1", "5"), ("--F2", "inf")]
+)
+def test_filter_thresholds_of_any_value_as_hmmsearch(tmp_path, monkeypatch, backend, options):
+    """--F1 0 passes only the sequences whose MSV score overflows (P = 0), --F1 -1 none of them,
+    and --F1 5 is 1, as the report's statistics say, as is --F2 inf."""
+    _reference_engine(monkeypatch, backend)
+    _compare(tmp_path, "hmmsearch", "search", *options, DATA / "pfam-tiny.hmm", DATA / "heldout.faa", backend=backend)
+
+
+@BACKENDS
+def test_forward_threshold_0_passes_a_pvalue_flushed_to_0(tmp_path, monkeypatch, backend):
+    """A protein's first 460 residues against themselves: a Forward P-value of about 1e-310,
+    subnormal, which phmmer flushes to 0 and so passes --F3 0."""
+    _reference_engine(monkeypatch, backend)
+    query = tmp_path / "q460.faa"
+    query.write_text(_prefix(_record(DATA / "proteins.faa", "emit_PEPcase_4"), 460, "q460"))
+    rows = [line for line in _compare(tmp_path, "phmmer", "phmmer", "--F3", "0", query, query).splitlines()]
+    assert len([row for row in rows if not row.startswith("#")]) == 1
