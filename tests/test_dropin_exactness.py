@@ -11,6 +11,7 @@ import gzip
 import io
 import subprocess
 
+import pyhmmer
 import pytest
 
 from gpuhmm import search
@@ -231,3 +232,42 @@ def test_forward_threshold_0_passes_a_pvalue_flushed_to_0(tmp_path, monkeypatch,
     query.write_text(_prefix(_record(DATA / "proteins.faa", "emit_PEPcase_4"), 460, "q460"))
     rows = [line for line in _compare(tmp_path, "phmmer", "phmmer", "--F3", "0", query, query).splitlines()]
     assert len([row for row in rows if not row.startswith("#")]) == 1
+
+
+# 5. hmmscan --cut_ga: a model without GA stops the scan only once it passes a sequence's MSV
+# and bias filters (p7_pli_NewModelThresholds runs there).
+
+#: A protein that passes HTH_AraC's MSV and bias filters, not its Viterbi filter.
+STOPPED = "938293.PRJEB85.HG003685_403"
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    "query, options, stops",
+    [("emit_Fer4_2", (), False), (STOPPED, (), True), ("emit_Fer4_2", ("--max",), True)],
+)
+def test_scan_cut_ga_stops_where_hmmscan_does(tmp_path, monkeypatch, capsys, backend, query, options, stops):
+    """HTH_AraC without GA: a Fer4 sequence never passes its MSV filter, unless --max passes all."""
+    _reference_engine(monkeypatch, backend)
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-tiny.hmm") as handle:
+        hmms = list(handle)
+    hmms[1].cutoffs.gathering = None
+    pressed = tmp_path / "noga.hmm"
+    with pressed.open("wb") as handle:
+        for hmm in hmms:
+            hmm.write(handle)
+    _binary("hmmpress", tmp_path, pressed)
+    queries = tmp_path / "query.faa"
+    queries.write_text(_record(DATA / "proteins.faa", query))
+    arguments = ["--cut_ga", *options, pressed, queries]
+    if not stops:
+        _compare(tmp_path, "hmmscan", "scan", *arguments, backend=backend)
+        return
+    theirs = subprocess.run([hmmer_binary("hmmscan"), *map(str, arguments)], capture_output=True, text=True)
+    assert theirs.returncode == 1 and "GA bit thresholds unavailable on model HTH_AraC" in theirs.stderr
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    assert main(["scan", "--backend", backend, *map(str, [*_outputs(ours), *arguments])]) == 1
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"gpuhmm scan: error: {pressed}: model 'HTH_AraC' has no gathering cutoffs"), error
+    assert not any(ours.iterdir())

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyhmmer.errors import MissingCutoffs
+
 from . import iterative, jackhmmer_options, local
 from .cluster import available_cpus, start_executor
 from .db import database as seqdb
@@ -131,12 +133,7 @@ def hmmscan(
     per sequence, in file order, and writes the requested outputs."""
     job = _Job.of("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
 
-    def read(path):
-        hmms = _read_models(path, job.queries)
-        models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
-        return hmms
-
-    with _prepared(job, read) as run:
+    with _prepared(job, lambda path: _read_models(path, job.queries)) as run:
         log.info(
             "scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
             run.database.sequences,
@@ -146,7 +143,15 @@ def hmmscan(
             run.executor.describe(),
         )
         started = time.perf_counter()
-        per_sequence = run_scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        try:
+            per_sequence = run_scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        except MissingCutoffs as missing:
+            # hmmscan stops there, not before: where the model passes a sequence's bias filter.
+            raise GpuhmmError(
+                job.queries,
+                f"model {missing.model_name!r} has no {options.bit_cutoffs} cutoffs (needed by the cutoff "
+                "option), and a sequence passes its MSV and bias filters",
+            ) from None
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
