@@ -140,7 +140,6 @@ def test_sequence_at_hmmer_limit_is_searched(tmp_path):
         (["-E", "ten"], ["-E", "not a number"]),
         (["--domE", "-1"], ["--domE", "> 0"]),
         (["-Z", "0"], ["-Z", "> 0"]),
-        (["--F1", "0"], ["--F1", "> 0"]),
         (["--cut_ga", "-E", "1"], ["--cut_ga", "-E"]),
         (["--cut_ga", "--cut_tc"], ["--cut_tc"]),
         (["--max", "--F1", "0.1"], ["--max", "--F1"]),

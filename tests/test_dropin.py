@@ -290,6 +290,38 @@ def test_usage_errors_are_one_line_and_exit_1(tmp_path, arguments, words):
     assert lines[0].startswith("gpuhmm search: error: ") and all(word in lines[0] for word in words), lines[0]
 
 
+@pytest.mark.parametrize(
+    "program, options",
+    [
+        ("search", ["-E", "1", "-T", "5"]),
+        ("search", ["-E", "10", "-T", "5"]),  # given, -E counts at its default value too
+        ("search", ["--domE", "1", "--domT", "5"]),
+        ("search", ["--max", "--F1", "0.02"]),
+        ("search", ["--textw", "120", "--notextw"]),
+        ("phmmer", ["--incE", "0.01", "--incT", "5"]),
+        ("scan", ["--incdomE", "1", "--incdomT", "5"]),
+        ("scan", ["--cut_ga", "--domE", "10"]),
+        ("jackhmmer", ["-E", "10", "-T", "5"]),
+        ("jackhmmer", ["--textw", "120", "--notextw"]),
+    ],
+)
+def test_options_hmmer_refuses_together_are_refused_in_one_line(tmp_path, capsys, program, options):
+    from gpuhmm.cli import main
+
+    inputs = [TINY if program in ("search", "scan") else QUERIES, PROTEINS]
+    binary = {"search": "hmmsearch", "scan": "hmmscan"}.get(program, program)
+    theirs = subprocess.run([hmmer_binary(binary), *options, *inputs], capture_output=True, text=True, cwd=tmp_path)
+    assert theirs.returncode == 1 and "Failed to parse command line" in theirs.stdout
+    try:
+        status = main([program, "--backend", "cpu", *options, *map(str, inputs)])
+    except SystemExit as exit:  # argparse's own refusals
+        status = exit.code
+    error = capsys.readouterr().err
+    flags = [word for word in options if word.startswith("-") and not word[1].isdigit()]
+    assert status == 1 and error.count("\n") == 1 and error.startswith(f"gpuhmm {program}: error: "), error
+    assert flags[0] in error and flags[-1] in error, error
+
+
 def test_merged_tables_name_the_model_file_given(tmp_path):
     run_gpuhmm("splitmodels", MODELS, tmp_path / "models", "--shards", "2", cwd=tmp_path)
     hits = []

@@ -11,6 +11,7 @@ import gzip
 import io
 import subprocess
 
+import pyhmmer
 import pytest
 
 from gpuhmm import search
@@ -223,3 +224,79 @@ def test_seed_lines_as_each_program_prints_them(tmp_path, monkeypatch, program, 
     ours, theirs = (ours / "out.txt").read_text(), (theirs / "out.txt").read_text()
     assert header_block(ours)[1:] == header_block(theirs)[1:]
     assert f"# random number seed set to:       {seed}\n" in ours
+
+
+# 5. The filters' thresholds: any number, as HMMER's. Its binaries flush P-values under DBL_MIN
+# to 0, which a threshold of 0 passes.
+
+
+def _reference_engine(monkeypatch, backend):
+    """On the GPU path, the filters' numpy model."""
+    if backend == "gpu":
+        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
+
+
+#: The GPU path's ids do not say "gpu", which would skip them where there is no GPU.
+BACKENDS = pytest.mark.parametrize("backend", ["cpu", "gpu"], ids=["cpu", "gpu-path"])
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    "options", [("--F1", "0"), ("--F2", "0"), ("--F3", "0"), ("--F1", "-1"), ("--F1", "5"), ("--F2", "inf")]
+)
+def test_filter_thresholds_of_any_value_as_hmmsearch(tmp_path, monkeypatch, backend, options):
+    """--F1 0 passes only the sequences whose MSV score overflows (P = 0), --F1 -1 none of them,
+    and --F1 5 is 1, as the report's statistics say, as is --F2 inf."""
+    _reference_engine(monkeypatch, backend)
+    _compare(tmp_path, "hmmsearch", "search", *options, DATA / "pfam-tiny.hmm", DATA / "heldout.faa", backend=backend)
+
+
+@BACKENDS
+def test_forward_threshold_0_passes_a_pvalue_flushed_to_0(tmp_path, monkeypatch, backend):
+    """A protein's first 460 residues against themselves: a Forward P-value of about 1e-310,
+    subnormal, which phmmer flushes to 0 and so passes --F3 0."""
+    _reference_engine(monkeypatch, backend)
+    query = tmp_path / "q460.faa"
+    query.write_text(_prefix(_record(DATA / "proteins.faa", "emit_PEPcase_4"), 460, "q460"))
+    rows = [line for line in _compare(tmp_path, "phmmer", "phmmer", "--F3", "0", query, query).splitlines()]
+    assert len([row for row in rows if not row.startswith("#")]) == 1
+
+
+# 5. hmmscan --cut_ga: a model without GA stops the scan only once it passes a sequence's MSV
+# and bias filters (p7_pli_NewModelThresholds runs there).
+
+#: A protein that passes HTH_AraC's MSV and bias filters, not its Viterbi filter.
+STOPPED = "938293.PRJEB85.HG003685_403"
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    "query, options, stops",
+    [("emit_Fer4_2", (), False), (STOPPED, (), True), ("emit_Fer4_2", ("--max",), True)],
+)
+def test_scan_cut_ga_stops_where_hmmscan_does(tmp_path, monkeypatch, capsys, backend, query, options, stops):
+    """HTH_AraC without GA: a Fer4 sequence never passes its MSV filter, unless --max passes all."""
+    _reference_engine(monkeypatch, backend)
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-tiny.hmm") as handle:
+        hmms = list(handle)
+    hmms[1].cutoffs.gathering = None
+    pressed = tmp_path / "noga.hmm"
+    with pressed.open("wb") as handle:
+        for hmm in hmms:
+            hmm.write(handle)
+    _binary("hmmpress", tmp_path, pressed)
+    queries = tmp_path / "query.faa"
+    queries.write_text(_record(DATA / "proteins.faa", query))
+    arguments = ["--cut_ga", *options, pressed, queries]
+    if not stops:
+        _compare(tmp_path, "hmmscan", "scan", *arguments, backend=backend)
+        return
+    theirs = subprocess.run([hmmer_binary("hmmscan"), *map(str, arguments)], capture_output=True, text=True)
+    assert theirs.returncode == 1 and "GA bit thresholds unavailable on model HTH_AraC" in theirs.stderr
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    assert main(["scan", "--backend", backend, *map(str, [*_outputs(ours), *arguments])]) == 1
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"gpuhmm scan: error: {pressed}: model 'HTH_AraC' has no gathering cutoffs"), error
+    assert not any(ours.iterdir())

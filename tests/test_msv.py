@@ -195,14 +195,16 @@ def test_a_cluster_of_gpus_leaves_cuda_to_its_workers(monkeypatch):
         worker_state.WorkerState().engine()
 
 
-@pytest.mark.parametrize("F", [0.02, 1e-3, 1e-5])
+@pytest.mark.parametrize("F", [0.02, 1e-3, 1e-5, 0.0, -1.0])
 def test_pass_threshold_decides_as_the_pvalue(F):
-    """Around the threshold, and far from it, bits ≥ threshold exactly when P ≤ F."""
+    """Around the threshold, and far from it, bits ≥ threshold exactly when P ≤ F: with F = 0
+    an overflow's +inf only passes, with F < 0 nothing."""
     with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
         hmms = list(handle)[:6]
     for model in msvfilter.msv_models(hmms):
         threshold = msvfilter.pass_threshold(model.mu, model.lam, F)
-        near = threshold.view(np.int32) + np.arange(-3000, 3000, dtype=np.int32)
-        bits = np.concatenate([near.view(np.float32), np.float32([-1e30, -50, 0, 50, 1e30])])
+        centre = threshold if np.isfinite(threshold) else np.float32(0)
+        near = centre.view(np.int32) + np.arange(-3000, 3000, dtype=np.int32)
+        bits = np.concatenate([near.view(np.float32), np.float32([-1e30, -50, 0, 50, 1e30, np.inf])])
         pvalues = msvfilter._survival(bits, model.mu, model.lam, np.zeros(len(bits), dtype=bool))
         assert ((bits >= threshold) == (pvalues <= F)).all(), model.name

@@ -39,6 +39,7 @@ def test_spelled_out_defaults_count_as_not_given():
         ({"cut": "xx"}, "cut must be one of"),
         ({"cut": "nc", "domT": 3.0}, "--cut_nc cannot be combined with --domT"),
         ({"max": True, "nobias": True}, "--max cannot be combined with --nobias"),
+        ({"incE": 1.0, "incT": 5.0}, "--incE cannot be combined with --incT"),
         ({"seed": -1}, "--seed must be an integer"),
         ({"evalue": 1}, "unknown hmmsearch option"),
     ],

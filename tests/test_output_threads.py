@@ -71,8 +71,8 @@ def written(directory, hits, case, models_path):
     """write_outputs' report and three tables of `hits` in `directory`, by output name."""
     report = Report(ReportHeader("hmmsearch", str(models_path), str(DATA / "proteins.faa")), CASES[case][2])
     paths = {name: directory / name for name in ("output", *TABLES)}
-    footer = tables.hmmer_footer("gpuhmm search", models_path, DATA / "proteins.faa")
-    tables.write_outputs(hits, paths, footer, report=report)
+    footers = tables.hmmer_footers("gpuhmm search", models_path, DATA / "proteins.faa")
+    tables.write_outputs(hits, paths, footers, report=report)
     return paths
 
 
@@ -174,7 +174,7 @@ def test_underflowing_best_hit_before_ordinary_ones(tmp_path):
     subprocess.run(command, check=True, cwd=outputs, capture_output=True)
     paths = {name: tmp_path / name for name in ("output", *TABLES)}
     report = Report(ReportHeader("hmmsearch", "q440.hmm", "targets.faa"), ReportSettings())
-    tables.write_outputs([found], paths, tables.hmmer_footer("gpuhmm search", "q", "t"), report=report)
+    tables.write_outputs([found], paths, tables.hmmer_footers("gpuhmm search", "q", "t"), report=report)
     assert_hmmsearch_bytes(paths, outputs)
     rows = [line.split() for line in table_body(paths["tblout"]).splitlines() if not line.startswith("#")]
     assert [row[4] == "0" for row in rows] == [True, False, False, False]

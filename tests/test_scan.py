@@ -4,14 +4,17 @@ tuning."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
 from gpuhmm import search
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
-from helpers.cli import golden_runs, run_golden
-from helpers.data import GOLDEN
+from helpers.cli import golden_runs, run_golden, run_tables
+from helpers.data import DATA, GOLDEN, TABLES, hmmer_binary, table_body
 
 RUNS = golden_runs("scan")
 RUN = "scan_heldout"
@@ -57,3 +60,25 @@ def test_scan_domain_table_lists_each_reported_domain_per_sequence(tmp_path):
         (row[header.index("seq_id")], row[header.index("hmm_name")], int(row[header.index("ali_start")]))
         for row in rows
     ) == sorted((fields[3], fields[0], int(fields[17])) for fields in expected)
+
+
+def test_scan_table_footers_are_hmmscans(tmp_path, monkeypatch):
+    """hmmscan's footers name the sequence file as the query file and the models as the target;
+    its pfamtblout says SEARCH where its other tables say SCAN. Only the lines naming the
+    program, its version and command line, and the date, are gpuhmm's own."""
+    shutil.copy(DATA / "pfam-tiny.hmm", tmp_path / "tiny.hmm")
+    shutil.copy(DATA / "heldout.faa", tmp_path / "queries.faa")
+    monkeypatch.chdir(tmp_path)
+    subprocess.run([hmmer_binary("hmmpress"), "tiny.hmm"], check=True, capture_output=True)
+    tables = [word for kind in TABLES for word in (f"--{kind}", f"hmmscan.{kind}")]
+    subprocess.run([hmmer_binary("hmmscan"), "-o", "/dev/null", *tables, "tiny.hmm", "queries.faa"], check=True)
+    status, outputs = run_tables(tmp_path, "scan", "--backend", "cpu", "-o", "/dev/null", "tiny.hmm", "queries.faa")
+    assert status == 0
+
+    def footer(path):
+        text = path.read_text()
+        own = ("# Program:", "# Version:", "# Option settings:", "# Date:")
+        return [line for line in text[len(table_body(path)) :].splitlines() if not line.startswith(own)]
+
+    for kind in TABLES:
+        assert footer(outputs[kind]) == footer(tmp_path / f"hmmscan.{kind}"), kind

@@ -82,6 +82,48 @@ def _certificates(directory):
     return ca, cert, key
 
 
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    """A directory of `_certificates`' files, and the CA's key."""
+    directory = tmp_path_factory.mktemp("tls")
+    _certificates(directory)
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("--tls-ca-file", "missing.pem", "missing.pem: --tls-ca-file: cannot read (No such file or directory)"),
+        ("--tls-cert", "junk.pem", "junk.pem: --tls-cert: no PEM certificate in it"),
+        ("--tls-key", "folder", "folder: --tls-key: cannot read (Is a directory)"),
+        ("--tls-key", "node.pem", "node.pem: --tls-key: not a PEM private key"),
+        ("--tls-key", "ca.key", "ca.key: --tls-key: not the key of --tls-cert node.pem"),
+        ("--port", "{port}", "--port {port}: cannot listen on 127.0.0.1 port {port} (Address already in use)"),
+        ("--scheduler-file", "folder", "folder: --scheduler-file: is a directory"),
+        ("--scheduler-file", "no/s.json", "no/s.json: --scheduler-file: directory {here}/no does not exist"),
+    ],
+)
+def test_a_cluster_that_cannot_start_says_why_in_one_line_before_it_starts(
+    tmp_path, monkeypatch, capsys, certificates, option, value, error
+):
+    """Refused before Dask starts a cluster, naming the file or port, and leaving nothing behind."""
+    monkeypatch.setattr(cluster, "_local_cluster", lambda *args, **kwargs: pytest.fail("a cluster was started"))
+    shutil.copytree(certificates, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    (tmp_path / "folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    tls = {"--tls-ca-file": "ca.pem", "--tls-cert": "node.pem", "--tls-key": "node.key"}
+    before = sorted(tmp_path.iterdir())
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        names = {"port": listening.getsockname()[1], "here": os.path.realpath(tmp_path)}
+        given = {**(tls if option.startswith("--tls") else {}), option: value.format(**names)}
+        status = main(["cluster", "--backend", "cpu", *(word for pair in given.items() for word in pair)])
+    assert (status, capsys.readouterr().err) == (1, f"gpuhmm cluster: error: {error.format(**names)}\n")
+    assert sorted(tmp_path.iterdir()) == before
+
+
 def test_a_tls_cluster_refuses_a_client_without_a_certificate(tmp_path):
     ca, cert, key = _certificates(tmp_path)
     settings = cluster.WarmCluster(

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyhmmer.errors import MissingCutoffs
+
 from . import iterative, jackhmmer_options, local
 from .cluster import available_cpus, start_executor
 from .db import database as seqdb
@@ -135,12 +137,7 @@ def hmmscan(
     per sequence, in file order, and writes the requested outputs."""
     job = _Job.of("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
 
-    def read(path):
-        hmms = _read_models(path, job.queries)
-        models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
-        return hmms
-
-    with _prepared(job, read) as run:
+    with _prepared(job, lambda path: _read_models(path, job.queries)) as run:
         log.info(
             "scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
             run.database.sequences,
@@ -150,12 +147,20 @@ def hmmscan(
             run.executor.describe(),
         )
         started = time.perf_counter()
-        per_sequence = run_scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        try:
+            per_sequence = run_scan(run.hmms, run.database, options, run.executor, run.cpus, run.backend)
+        except MissingCutoffs as missing:
+            # hmmscan stops there, not before: where the model passes a sequence's bias filter.
+            raise GpuhmmError(
+                job.queries,
+                f"model {missing.model_name!r} has no {options.bit_cutoffs} cutoffs (needed by the cutoff "
+                "option), and a sequence passes its MSV and bias filters",
+            ) from None
         run.executor.close_in_background()
         lengths = [len(hits.query) for hits in per_sequence]
         report = _report(job, lengths, started)
-        footer = tables.hmmer_footer(command, job.sequences, job.queries, "hmmscan")
-        tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footer, scan=True, report=report)
+        footers = tables.hmmer_footers(command, job.sequences, job.queries, "hmmscan")
+        tables.write_outputs(per_sequence, dataclasses.asdict(outputs), footers, scan=True, report=report)
     return per_sequence
 
 
@@ -310,9 +315,9 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         started = time.perf_counter()
         merged = [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
         report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
-        footer = tables.hmmer_footer(job.command, job.queries, job.sequences)
+        footers = tables.hmmer_footers(job.command, job.queries, job.sequences)
         paths = dict(dataclasses.asdict(outputs), shuffle_out=None)
-        tables.write_outputs(merged, paths, footer, report=report, header=all(header))
+        tables.write_outputs(merged, paths, footers, report=report, header=all(header))
         record = summary.search_record(
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
@@ -365,8 +370,8 @@ def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="
         shards = models.ModelShards.open(order)
         models_file = shards.source
     merged = merge.in_model_order(contents, shards)
-    footer = tables.hmmer_footer(command, models_file, runs[0]["sequences_file"] if runs else "-")
-    tables.write_outputs(merged, dataclasses.asdict(outputs), footer)
+    footers = tables.hmmer_footers(command, models_file, runs[0]["sequences_file"] if runs else "-")
+    tables.write_outputs(merged, dataclasses.asdict(outputs), footers)
     if outputs.summary or outputs.summary_tsv:
         summary.write_summary(
             outputs.summary,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .cli_arguments import build_parser
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions, check_exclusive
 
 log = logging.getLogger("gpuhmm")
 
@@ -43,7 +43,21 @@ HMMER_OPTIONS = (
 
 
 def _options(args):
+    _check_exclusive(args)
     return SearchOptions.from_mapping({name: getattr(args, name) for name in HMMER_OPTIONS}, source=None)
+
+
+def _check_exclusive(args):
+    """Refuse options given together that HMMER refuses together, even at their default value."""
+    check_exclusive(
+        [name for name in HMMER_OPTIONS if getattr(args, name, None) is not None], getattr(args, "cut", None)
+    )
+
+
+def _report(args):
+    return ReportSettings(
+        noali=args.noali, acc=args.acc, textw=0 if args.notextw else args.textw or ReportSettings.textw
+    )
 
 
 def _phmmer_options(args):
@@ -68,7 +82,7 @@ def _outputs(args):
         shuffle_out=args.shuffle_out if searching else None,
         output=args.output or "-",
         alignments=args.alignments if searching else None,
-        report=ReportSettings(noali=args.noali, acc=args.acc, textw=0 if args.notextw else args.textw),
+        report=_report(args),
         **({"shuffles": args.shuffle} if searching and args.shuffle is not None else {}),
     )
 
@@ -203,6 +217,7 @@ def _jackhmmer(args, command):
 
     if args.tformat not in (None, "fasta"):
         raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
+    _check_exclusive(args)
     given = {name: getattr(args, name) for name in HMMER_OPTIONS if name != "cut"}
     search = SearchOptions.from_mapping(
         {name: value if value is not None else getattr(DEFAULT_SEARCH, name) for name, value in given.items()},
@@ -219,7 +234,7 @@ def _jackhmmer(args, command):
         domtblout=args.domtblout,
         output=args.output or "-",
         alignments=args.alignments,
-        report=ReportSettings(noali=args.noali, acc=args.acc, textw=0 if args.notextw else args.textw),
+        report=_report(args),
     )
     cpus = EngineSettings(cpus=args.cpu).threads or available_cpus()
     if args.db_shards is None:

@@ -172,7 +172,6 @@ def _add_search_arguments(parser, program="hmmsearch"):
     width.add_argument(
         "--textw",
         type=_integer_at_least(120),
-        default=120,
         metavar="N",
         help="the report's line width for alignments [120]",
     )
@@ -325,7 +324,7 @@ def _add_jackhmmer_arguments(parser):
     outputs.add_argument("--noali", action="store_true", help="no alignments in the report")
     width = outputs.add_mutually_exclusive_group()
     width.add_argument("--notextw", action="store_true", help="unlimit the report's line width")
-    width.add_argument("--textw", type=_integer_at_least(120), default=120, metavar="N", help="line width [120]")
+    width.add_argument("--textw", type=_integer_at_least(120), metavar="N", help="line width [120]")
     outputs.add_argument(
         "--seq_limit",
         type=_integer_at_least(1),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import importlib.util
 import logging
@@ -25,6 +26,8 @@ import os
 import pickle
 import re
 import signal
+import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -33,6 +36,7 @@ import uuid
 from .engine import cudadriver
 from .errors import GpuhmmError
 from .local import LocalExecutor, Progress, may_use_gpu
+from .output.files import check_outputs
 
 log = logging.getLogger("gpuhmm")
 
@@ -219,23 +223,33 @@ class WarmCluster:
     tls_cert: str | None = None
     tls_key: str | None = None
 
-    def listen(self):
-        """The listening arguments of `_local_cluster`; TLS is mutual (clients need a certificate
-        the CA signed) and required for any host but loopback."""
+    def check(self):
+        """Refuse, before Dask is imported or a cluster started, what would stop it: TLS files
+        missing or not PEM, a host or port it cannot listen on, a scheduler file it cannot write.
+        TLS is required for any host but loopback."""
         tls = (self.tls_ca_file, self.tls_cert, self.tls_key)
         if any(tls) and not all(tls):
             raise GpuhmmError("--tls-ca-file, --tls-cert, --tls-key", "give all three, or none")
-        if not all(tls):
-            if self.host not in (LOOPBACK, "localhost"):
-                raise GpuhmmError(
-                    f"--host {self.host}",
-                    "a worker runs whatever code a client sends it: listening beyond this host "
-                    "needs TLS (--tls-ca-file, --tls-cert, --tls-key)",
-                )
+        if all(tls):
+            _check_tls(*tls)
+        elif self.host not in (LOOPBACK, "localhost"):
+            raise GpuhmmError(
+                f"--host {self.host}",
+                "a worker runs whatever code a client sends it: listening beyond this host "
+                "needs TLS (--tls-ca-file, --tls-cert, --tls-key)",
+            )
+        _check_port(self.host, self.port)
+        if self.scheduler_file:
+            check_outputs({"--scheduler-file": self.scheduler_file})
+
+    def listen(self):
+        """The listening arguments of `_local_cluster`; TLS is mutual (clients need a certificate
+        the CA signed)."""
+        if not self.tls_ca_file:
             return {"host": self.host, "scheduler_port": self.port, "protocol": "tcp://"}
         from distributed.security import Security
 
-        ca, cert, key = tls
+        ca, cert, key = self.tls_ca_file, self.tls_cert, self.tls_key
         security = Security(
             tls_ca_file=ca,
             **{
@@ -248,10 +262,49 @@ class WarmCluster:
         return {"host": self.host, "scheduler_port": self.port, "protocol": "tls://", "security": security}
 
 
+def _check_tls(ca, cert, key):
+    """Refuse a TLS file that cannot be read, a CA or certificate file without a PEM
+    certificate, and a key that is not the certificate's, naming the file."""
+    for option, path in (("--tls-ca-file", ca), ("--tls-cert", cert), ("--tls-key", key)):
+        try:
+            if option == "--tls-key":
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+            else:
+                ssl.create_default_context().load_verify_locations(cafile=path)
+        except ssl.SSLError as error:
+            problem = "no PEM certificate in it" if option != "--tls-key" else "not a PEM private key"
+            if error.reason == "KEY_VALUES_MISMATCH":
+                problem = f"not the key of --tls-cert {cert}"
+            raise GpuhmmError(path, f"{option}: {problem}") from None
+        except OSError as error:
+            raise GpuhmmError(path, f"{option}: cannot read ({error.strerror or error})") from None
+
+
+def _check_port(host, port):
+    """Refuse a host or port that cannot be listened on (another process's port, an address not
+    of this host), binding each of its addresses as Tornado will: Dask would say only that its
+    scheduler failed to start."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise GpuhmmError(f"--host {host}", f"unknown host ({error.strerror})") from None
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if family == socket.AF_INET6 and error.errno == errno.EADDRNOTAVAIL:
+                    continue  # no IPv6 loopback here: Tornado skips it too
+                where = f"--port {port}" if port else f"--host {host}"
+                raise GpuhmmError(where, f"cannot listen on {host} port {port} ({error.strerror})") from None
+
+
 def serve(settings, stopped=None):
     """Run a warm cluster until SIGINT or SIGTERM (or until `stopped`, a threading.Event, is
     set): its workers keep their shards, models and kernels from one search to the next. Prints
     its address and writes it to `settings.scheduler_file`, which is removed when it stops."""
+    settings.check()
     import distributed
 
     listen = settings.listen()

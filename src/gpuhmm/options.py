@@ -10,6 +10,7 @@ import dataclasses
 import math
 import numbers
 import os
+import sys
 
 from .errors import GpuhmmError
 
@@ -24,6 +25,22 @@ E_VALUE_OPTIONS = ("E", "domE", "incE", "incdomE")
 
 #: hmmsearch refuses the filter thresholds together with `--max`.
 FILTER_OPTIONS = ("F1", "F2", "F3")
+
+#: HMMER's binaries run with flush-to-zero: a filter's P-value below the smallest normal double
+#: is 0, which a threshold of 0 passes. pyhmmer keeps such P-values subnormal: this threshold,
+#: the largest subnormal, passes them and no other, as HMMER's 0 does.
+FLUSHED_THRESHOLD = math.nextafter(sys.float_info.min, 0.0)
+
+#: The options HMMER 3.4's searches refuse together (their esl_getopts incompatibilities):
+#: each option, and those it excludes.
+EXCLUSIVE_OPTIONS = (
+    ("cut", THRESHOLD_OPTIONS),
+    ("max", (*FILTER_OPTIONS, "nobias")),
+    ("E", ("T",)),
+    ("domE", ("domT",)),
+    ("incE", ("incT",)),
+    ("incdomE", ("incdomT",)),
+)
 
 #: Shuffles per reported hit for the shuffle significance table (`--shuffle`), and the fewest.
 DEFAULT_SHUFFLES = 1000
@@ -86,7 +103,7 @@ class SearchOptions:
         # The one check of these options: the CLI and the workflow's config come through here too.
         # A value equal to HMMER's default counts as not given, as in `from_mapping`.
         given = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) != field.default]
-        for name in ("E", "domE", "incE", "incdomE", "Z", "domZ", *FILTER_OPTIONS):
+        for name in ("E", "domE", "incE", "incdomE", "Z", "domZ"):
             value = getattr(self, name)
             # hmmsearch takes `-E inf` (report everything); the other values must be finite.
             allowed = _is_number(value) or (name in E_VALUE_OPTIONS and value == math.inf)
@@ -96,18 +113,16 @@ class SearchOptions:
             value = getattr(self, name)
             if value is not None and not _is_number(value):
                 _fail(f"{_flag(name)} must be a number, not {value!r}")
+        # HMMER gives the filters' thresholds no range: `--F1 0` passes MSV overflows only, `inf` is 1.
+        for name in FILTER_OPTIONS:
+            value = getattr(self, name)
+            if not (_is_number(value) or value in (math.inf, -math.inf)):
+                _fail(f"{_flag(name)} must be a number, not {value!r}")
         for name in ("max", "nobias", "nonull2"):
             _check_flag(_flag(name), getattr(self, name))
-        if self.cut is not None:
-            if self.cut not in CUTOFFS:
-                _fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
-            clashing = [name for name in THRESHOLD_OPTIONS if name in given]
-            if clashing:
-                _fail(f"--cut_{self.cut} cannot be combined with {', '.join(map(_flag, clashing))}")
-        if self.max:
-            clashing = [name for name in (*FILTER_OPTIONS, "nobias") if name in given]
-            if clashing:
-                _fail(f"--max cannot be combined with {', '.join(map(_flag, clashing))}")
+        if self.cut is not None and self.cut not in CUTOFFS:
+            _fail(f"cut must be one of {', '.join(CUTOFFS)}, not {self.cut!r}")
+        check_exclusive(given, self.cut)
         _check_integer("--seed", self.seed, 0)
 
     @property
@@ -133,9 +148,9 @@ class SearchOptions:
             incdomE=self.incdomE,
             incdomT=self.incdomT,
             bit_cutoffs=self.bit_cutoffs,
-            F1=self.F1,
-            F2=self.F2,
-            F3=self.F3,
+            F1=filter_threshold(self.F1),
+            F2=filter_threshold(self.F2),
+            F3=filter_threshold(self.F3),
             bias_filter=not self.nobias,
             null2=not self.nonull2,
             seed=self.seed,
@@ -159,6 +174,23 @@ class SearchOptions:
             else:
                 words += [_flag(field.name), f"{value:g}" if isinstance(value, float) else str(value)]
         return words
+
+
+def filter_threshold(value):
+    """The pipeline's F1, F2 or F3 for the option's `value`: at most 1, as p7_pli_Create sets it,
+    and `FLUSHED_THRESHOLD` from 0 up to the smallest normal double."""
+    return FLUSHED_THRESHOLD if 0.0 <= value < sys.float_info.min else min(1.0, value)
+
+
+def check_exclusive(given, cut=None):
+    """Refuse options that HMMER refuses together (`EXCLUSIVE_OPTIONS`); `given` names those set,
+    `cut` is the `--cut_*` kind. The options' own check counts a value at HMMER's default as not
+    given; the command line counts every option given, at any value, as esl_getopts does."""
+    for name, excluded in EXCLUSIVE_OPTIONS:
+        clashing = [other for other in excluded if other in given]
+        if name in given and clashing:
+            flag = f"--cut_{cut}" if name == "cut" else _flag(name)
+            _fail(f"{flag} cannot be combined with {', '.join(map(_flag, clashing))}")
 
 
 def _flag(name):

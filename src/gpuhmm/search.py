@@ -16,12 +16,14 @@ import logging
 import time
 
 import numpy as np
+from pyhmmer.errors import MissingCutoffs
 
 from . import options
-from .db.models import balance_by_length, guided_groups
+from .db.models import balance_by_length, guided_groups, lacking_cutoffs
 from .engine import cupy_problem, gpu_problem
 from .errors import GpuhmmError
 from .hits import tophits
+from .hits.text import label
 from .local import may_use_gpu
 from .messages import ScanPiece, SearchTask, SharedContext
 from .worker import run_task, scan_filter_task, scan_task
@@ -173,6 +175,7 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
     candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
     counts = dict.fromkeys(shards)  # shard → models past each GPU stage, per sequence
     if backend == "gpu" and arguments["F1"] < 1.0:
+        lacking = set(lacking_cutoffs(models, arguments["bit_cutoffs"]))
         candidates = {shard: [] for shard in shards}
         counts = {
             shard: {
@@ -190,6 +193,8 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
             shared=shared,
         ):
             for position, outcome in zip(task.positions, outcomes):
+                if position in lacking and len(outcome.passed_bias):
+                    raise MissingCutoffs(label(models[position]))  # as pyhmmer's scan pipeline would
                 candidates[task.shard].append((position, outcome.survivors))
                 for name, passed in (
                     ("n_past_msv", outcome.passed_msv),

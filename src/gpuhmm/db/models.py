@@ -166,14 +166,19 @@ def single_sequence_models(queries, seed=42, phmmer=PhmmerOptions()):
 
 def check_cutoffs(models, bit_cutoffs, source):
     """hmmsearch stops when --cut_ga/tc/nc asks for a cutoff a model lacks; so do we, first."""
+    lacking = lacking_cutoffs(models, bit_cutoffs)
+    if lacking:
+        model = label(models[lacking[0]])
+        raise GpuhmmError(source, f"model {model!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)")
+
+
+def lacking_cutoffs(models, bit_cutoffs):
+    """The positions of the models without the cutoffs `bit_cutoffs` names (none without it)."""
     if bit_cutoffs is None:
-        return
-    available = f"{bit_cutoffs}_available"
-    for model in models:
-        if not getattr(model.cutoffs, available)():
-            raise GpuhmmError(
-                source, f"model {label(model)!r} has no {bit_cutoffs} cutoffs (needed by the cutoff option)"
-            )
+        return []
+    return [
+        position for position, model in enumerate(models) if not getattr(model.cutoffs, f"{bit_cutoffs}_available")()
+    ]
 
 
 def longest_first(lengths):

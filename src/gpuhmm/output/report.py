@@ -30,7 +30,7 @@ from pyhmmer.plan7 import TopHits
 
 from ..hits.records import domain_counts, domain_oasc
 from ..hits.text import text_of, text_view, view
-from ..options import ReportSettings
+from ..options import FLUSHED_THRESHOLD, ReportSettings
 from . import native
 from .alidisplay import included_domains, write_alignment, write_alignments
 from .report_header import Program, ReportHeader, write_header
@@ -242,9 +242,10 @@ def write_statistics(handle: TextIO, mode: str, pli: dict, watch: Stopwatch) -> 
         ("Fwd", "n_past_fwd", "F3"),
     ):
         share = pli[passed] / targets if targets else float("nan")
+        threshold = 0.0 if pli[fraction] == FLUSHED_THRESHOLD else pli[fraction]  # HMMER's, flushed to zero
         handle.write(
             f"{'Passed ' + label + ' filter:':<29}{pli[passed]:15d}  ({share:.6g}); "
-            f"expected {pli[fraction] * targets:.1f} ({pli[fraction]:.6g})\n"
+            f"expected {threshold * targets:.1f} ({threshold:.6g})\n"
         )
     by_option = 1  # p7_ZSETBY_OPTION
     z_source = "[as set by --Z on cmdline]" if pli["Z_setby"] == by_option else "[actual number of targets]"

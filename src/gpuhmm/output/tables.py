@@ -53,7 +53,7 @@ DOMAIN_COLUMNS = (
 )
 
 
-def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None, header=True):
+def write_outputs(hits, paths, footers=None, scan=False, shuffled=None, report=None, header=True):
     """Write the requested outputs for the TopHits of each query in input order: models
     (hmmsearch), or sequences with `scan` (hmmscan). `paths` maps "output" (`-o`), "alignments"
     (`-A`), "tblout", "domtblout", "pfamtblout", "domains" and "shuffle_out" to paths, or to
@@ -62,16 +62,18 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     HMMER tables open with their column header (phmmer leaves it out where its file's first
     query was empty, and so skipped).
 
-    Regular files appear together once all are whole (`files.written_together`). `footer`
-    lines follow each HMMER table, as hmmsearch's own do. E-values below the smallest normal
+    Regular files appear together once all are whole (`files.written_together`). `footers`
+    (`hmmer_footers`) close the HMMER tables, as hmmsearch's own do. E-values below the smallest normal
     double are 0, as the binaries print them (`hits.underflow`). The report and the HMMER
     tables are formatted by threads, a run of queries each (`parallel`).
     """
+    footers = footers or {}
     per_query = {
         "output": report,
-        "tblout": Table("targets", tuple(footer), header),
-        "domtblout": Table("domains", tuple(footer), header),
-        "pfamtblout": Table("pfam", tuple(footer), header),
+        **{
+            kind: Table(format, tuple(footers.get(kind, ())), header)
+            for kind, format in (("tblout", "targets"), ("domtblout", "domains"), ("pfamtblout", "pfam"))
+        },
     }
     whole = {
         "alignments": lambda handle, printed: report.write_alignments(handle, printed),
@@ -126,13 +128,13 @@ def _write_shuffle_table(handle, rows):
     handle.write(("\n".join(lines) + "\n").encode("latin-1"))
 
 
-def hmmer_footer(command, query_file, targets_file, program="hmmsearch"):
+def hmmer_footer(command, query_file, targets_file, program="hmmsearch", mode="SEARCH"):
     """The closing lines of an HMMER table, naming gpuhmm, the HMMER `program` whose rows it
-    holds and the command that made it."""
+    holds, its pipeline `mode` and the command that made it."""
     rows = [
         ("Program:", "gpuhmm"),
         ("Version:", f"{__version__} ({program} 3.4 rows, through pyhmmer)"),
-        ("Pipeline mode:", "SCAN" if program == "hmmscan" else "SEARCH"),
+        ("Pipeline mode:", mode),
         ("Query file:", str(query_file)),
         ("Target file:", str(targets_file)),
         ("Option settings:", command),
@@ -140,6 +142,21 @@ def hmmer_footer(command, query_file, targets_file, program="hmmsearch"):
         ("Date:", time.strftime("%a %b %e %H:%M:%S %Y")),
     ]
     return ["#", *(f"# {key:<16} {value}" for key, value in rows), "# [ok]"]
+
+
+def hmmer_footers(command, query_file, targets_file, program="hmmsearch"):
+    """Each HMMER table's footer, by output name. hmmscan 3.4 names its sequence file as the
+    query file, and says SCAN in its tblout and domtblout but SEARCH in its pfamtblout."""
+    return {
+        kind: hmmer_footer(
+            command,
+            query_file,
+            targets_file,
+            program,
+            "SCAN" if program == "hmmscan" and kind != "pfamtblout" else "SEARCH",
+        )
+        for kind in ("tblout", "domtblout", "pfamtblout")
+    }
 
 
 def _write_domain_table(handle, hits, scan=False):

@@ -225,7 +225,8 @@ def pass_threshold(mu, lam, F):
 
     P is non-increasing in b, so `bits ≥ pass_threshold(...)` decides exactly as `P ≤ F` does
     (tests/test_msv.py checks it over a window of float32 values on each side); computing the
-    bit score is far cheaper than the double exp of every P-value.
+    bit score is far cheaper than the double exp of every P-value. Where no score passes, not
+    even an overflow's +inf (F < 0), the threshold is NaN, which no comparison passes.
     """
     return pass_thresholds([mu], [lam], F)[0]
 
@@ -248,7 +249,7 @@ def pass_thresholds(mu, lam, F):
         low = np.where(moves_high, low, middle)
     thresholds = _float_of(high)
     thresholds[always] = -np.inf
-    thresholds[never] = np.inf
+    thresholds[never] = np.nan
     return thresholds
 
 
