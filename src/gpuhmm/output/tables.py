@@ -15,6 +15,7 @@ from pyhmmer import easel, plan7
 
 from .._version import __version__
 from ..hits.text import text_of, text_view, view
+from ..hits.tophits import attached
 from . import native, parallel
 from .files import written_together
 
@@ -53,14 +54,15 @@ DOMAIN_COLUMNS = (
 )
 
 
-def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None, header=True):
+def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None, header=True, queries=None):
     """Write the requested outputs for the TopHits of each query in input order: models
     (hmmsearch), or sequences with `scan` (hmmscan). `paths` maps "output" (`-o`), "alignments"
     (`-A`), "tblout", "domtblout", "pfamtblout", "domains" and "shuffle_out" to paths, or to
     None where not wanted; `report` (a `report.Report`) is what the first two need, and
     `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS). `header`: whether the
     HMMER tables open with their column header (phmmer leaves it out where its file's first
-    query was empty, and so skipped).
+    query was empty, and so skipped). `queries`: the query each table names, where it is not the
+    hits' own (phmmer's query sequences, see `Table`).
 
     Regular files appear together once all are whole (`files.written_together`). `footer`
     lines follow each HMMER table, as hmmsearch's own do. E-values below the smallest normal
@@ -69,9 +71,9 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
     """
     per_query = {
         "output": report,
-        "tblout": Table("targets", tuple(footer), header),
-        "domtblout": Table("domains", tuple(footer), header),
-        "pfamtblout": Table("pfam", tuple(footer), header),
+        "tblout": Table("targets", tuple(footer), header, queries),
+        "domtblout": Table("domains", tuple(footer), header, queries),
+        "pfamtblout": Table("pfam", tuple(footer), header, queries),
     }
     whole = {
         "alignments": lambda handle, printed: report.write_alignments(handle, printed),
@@ -96,23 +98,27 @@ def write_outputs(hits, paths, footer=(), scan=False, shuffled=None, report=None
 class Table:
     """An HMMER table (`format` as pyhmmer's `TopHits.write` names it) as a `parallel.PerQuery`
     writer: HMMER's own writer (`native`) where it can be called, else pyhmmer's, then the
-    `footer` lines."""
+    `footer` lines. The rows name the hits' own query, or query `index` of `queries` where
+    given: phmmer's tables take the query sequence's accession, which its model has not."""
 
     format: str
     footer: tuple[str, ...] = ()
     header: bool = True  # the column header before the first query's rows
+    queries: list | None = None
 
     def prologue(self):
         return b""
 
     def write_query(self, out, index, hits, place):
-        if place is None or not isinstance(hits.query, (plan7.HMM, easel.Sequence)):
+        query = hits.query if self.queries is None else self.queries[index]
+        if place is None or not isinstance(query, (plan7.HMM, easel.Sequence)):
             written = io.BytesIO()
-            hits.write(written, format=self.format, header=self.header and index == 0)
+            named = hits if self.queries is None else attached(hits.__getstate__(), query)
+            named.write(written, format=self.format, header=self.header and index == 0)
             out.write(written.getvalue())
             return
         # the query's name and accession as pyhmmer hands them over: HMMER's own bytes
-        name, accession, _ = text_of(hits.query)
+        name, accession, _ = text_of(query)
         native.write_table(out, place, self.format, self.header and index == 0, name, accession)
 
     def epilogue(self):
