@@ -278,7 +278,7 @@ def test_options_hmmsearch_accepts(tmp_path, options):
         (["--bogus"], ["--bogus"]),
         (["-E", "ten"], ["-E", "not a number"]),
         (["-E", "-1"], ["-E", "> 0"]),
-        (["--tformat", "embl"], ["--tformat", "FASTA"]),
+        (["--tformat", "nexus"], ["--tformat", "nexus is not a recognized sequence file format"]),
         (["--textw", "80"], ["--textw", "120"]),
     ],
 )

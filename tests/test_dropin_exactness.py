@@ -183,7 +183,7 @@ def test_phmmer_calibration_options_reach_the_builder(tmp_path):
         (["--Eft", "1"], ["--Eft", "0 < x < 1"]),
         (["--mx", "BLOSUM100"], ["--mx", "no matrix named BLOSUM100"]),
         (["--mx", "BLOSUM62", "--mxfile", "m.mx"], ["--mxfile", "not allowed with argument --mx"]),
-        (["--qformat", "embl"], ["--qformat", "FASTA queries only"]),
+        (["--qformat", "embl"], ["phmmer-queries.faa", "not a readable embl file"]),
     ],
 )
 def test_phmmer_refuses_what_phmmer_refuses_in_one_line(tmp_path, arguments, words):

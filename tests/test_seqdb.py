@@ -19,6 +19,7 @@ from gpuhmm.db.format import PackedText
 from gpuhmm.db.index import FirstPositions
 from gpuhmm.db.readahead import ReadAhead
 
+from helpers import formats
 from helpers.data import DATA
 
 PROTEINS = DATA / "proteins.faa"
@@ -311,6 +312,88 @@ def test_more_shards_than_sequences(tmp_path):
     fasta.write_text(">a\nMKV\n>b\nMKVL\n")
     database = makedb(fasta, tmp_path / "db", 4, alphabet="amino")
     assert [info.sequences for info in database.shards].count(0) == 2
+
+
+def _easel_records_with_accessions(path, format):
+    """Easel's (name, accession, description, residues) of each sequence of `path` in `format`."""
+    amino = pyhmmer.easel.Alphabet.amino()
+    with pyhmmer.easel.SequenceFile(path, format, digital=True, alphabet=amino) as handle:
+        return [
+            (seq.name.encode(), seq.accession.encode(), seq.description.encode(), bytes(np.asarray(seq.sequence)))
+            for seq in handle
+        ]
+
+
+def _database_records_with_accessions(database):
+    """`_database_records` with each sequence's accession second (b"" where it has none)."""
+    records = {}
+    for index in range(len(database.shards)):
+        shard = database.load_shard(index)
+        for i, position in enumerate(shard.source_index.tolist()):
+            accession = b"" if shard.accessions is None else shard.accessions[i]
+            residues = shard.residues[shard.offsets[i] : shard.offsets[i + 1]].tobytes()
+            records[position] = (shard.names[i], accession, shard.descriptions[i], residues)
+    return [records[position] for position in range(len(records))]
+
+
+@pytest.mark.parametrize("format", ["embl", "genbank", "stockholm", "afa", "clustal"])
+def test_shards_hold_what_easel_reads_from_other_formats_accessions_included(tmp_path, format):
+    source = formats.write(formats.records(PROTEINS)[:30], tmp_path / "sequences.txt", format)
+    expected = _easel_records_with_accessions(source, format)
+    asserted = format if format == "afa" else None  # Easel reads aligned FASTA as FASTA, unless told
+    on_disk = makedb(source, tmp_path / "db", 3, format=asserted)
+    in_memory = makedb(source, None, 3, format=asserted)
+    taken = ReadAhead(source, 3, asserted).take(source, 3, "amino", asserted)
+    assert taken is not None, "the helper process read nothing"
+    ahead = seqdb._held_database(source, *taken)
+    for database in (on_disk, in_memory, ahead):
+        assert _database_records_with_accessions(database) == expected
+    assert any(accession for _, accession, _, _ in expected) == (format in ("embl", "genbank", "stockholm"))
+
+
+def test_a_compressed_file_has_its_format_detected_unless_it_holds_an_alignment(tmp_path):
+    """Easel detects an alignment's format by reading its text again, which a stream cannot give."""
+    packed = {}
+    for format in ("embl", "stockholm"):
+        plain = formats.write(formats.records(PROTEINS)[:5], tmp_path / format, format)
+        packed[format] = tmp_path / f"{format}.gz"
+        packed[format].write_bytes(gzip.compress(plain.read_bytes()))
+    embl = makedb(packed["embl"], tmp_path / "embl-db", alphabet="amino")
+    assert _database_records_with_accessions(embl) == _easel_records_with_accessions(tmp_path / "embl", "embl")
+    with pytest.raises(GpuhmmError, match="stockholm.gz: .* assert an alignment's"):
+        makedb(packed["stockholm"], tmp_path / "sto-db", alphabet="amino")
+    stockholm = makedb(packed["stockholm"], tmp_path / "sto-db", alphabet="amino", format="stockholm")
+    expected = _easel_records_with_accessions(tmp_path / "stockholm", "stockholm")
+    assert _database_records_with_accessions(stockholm) == expected
+
+
+def test_a_read_ahead_of_another_format_leaves_makedb_to_read(tmp_path):
+    source = formats.write(formats.records(PROTEINS)[:5], tmp_path / "sequences.sto", "stockholm")
+    assert ReadAhead(source, 1).take(source, 1, "amino", "stockholm") is None
+    assert ReadAhead(source, 1, "stockholm").take(source, 1, "amino") is None
+
+
+def test_a_description_not_in_utf8_keeps_its_accession(tmp_path):
+    """pyhmmer cannot decode it: the three fields are read back from Easel's own FASTA line."""
+    embl = tmp_path / "latin1.embl"
+    embl.write_bytes(
+        b"ID   seq1   Reviewed;   5 AA.\nAC   P12345;\nDE   caf\xe9 au lait\nSQ   SEQUENCE\n     MKVLA\n//\n"
+    )
+    database = makedb(embl, tmp_path / "db", 1, alphabet="amino")
+    assert [record[:3] for record in _database_records_with_accessions(database)] == [
+        (b"seq1", b"P12345", b"caf\xe9 au lait")
+    ]
+
+
+def test_a_format_easel_cannot_read_is_one_error_naming_the_file(tmp_path):
+    with pytest.raises(GpuhmmError, match=r"proteins.faa: not a readable embl file \(Line 1: failed to find ID line"):
+        makedb(PROTEINS, tmp_path / "db", format="embl")
+    with pytest.raises(GpuhmmError, match=r"proteins.faa: not a readable stockholm file"):
+        makedb(PROTEINS, None, read_ahead=ReadAhead(PROTEINS, 1, "stockholm"), format="stockholm", alphabet="amino")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n")
+    with pytest.raises(GpuhmmError, match="blank.txt: sequence file is empty"):
+        makedb(blank, tmp_path / "db", alphabet="amino")
 
 
 def test_undecidable_alphabet_asks_for_one(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.data import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal
+from helpers import formats
+from helpers.data import DATA, GOLDEN, ROOT, TABLES, assert_tables_equal, hmmer_binary
 
 pytestmark = pytest.mark.slow
 
@@ -89,6 +90,19 @@ def test_more_model_shards_than_models(tmp_path):
     _snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
     for kind in TABLES:
         assert_tables_equal(tmp_path / "out" / f"hits.{kind}", GOLDEN / f"tiny_proteins.defaults.{kind}")
+
+
+def test_workflow_reads_sequences_in_another_format(tmp_path):
+    """An EMBL file is read as hmmsearch reads it, its accessions kept through the database."""
+    embl = formats.write(formats.records(DATA / "proteins.faa")[:150], tmp_path / "proteins.embl", "embl")
+    config = _config(tmp_path)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "sequences": str(embl)}))
+    _snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
+    theirs = [word for kind in TABLES for word in (f"--{kind}", tmp_path / f"theirs.{kind}")]
+    command = [hmmer_binary("hmmsearch"), "--cpu", "1", "-o", os.devnull, *theirs, DATA / "pfam-test.h3m.gz", embl]
+    subprocess.run(command, check=True, capture_output=True)
+    for kind in TABLES:
+        assert_tables_equal(tmp_path / "out" / f"hits.{kind}", tmp_path / f"theirs.{kind}")
 
 
 def test_workflow_refuses_bad_config(tmp_path):

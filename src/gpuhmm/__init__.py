@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import GpuhmmError
 from .jackhmmer_options import JackhmmerOptions
-from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions, SequenceFormats
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -48,12 +48,15 @@ def hmmsearch(
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
+    *,
+    formats: SequenceFormats = SequenceFormats(),
 ) -> list[TopHits]:
-    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory,
-    or pyhmmer's objects), as hmmsearch does: one merged `TopHits` per model, in file order."""
+    """Search every model of `models_file` against `sequences` (a sequence file in the format
+    `formats.tformat` asserts or Easel detects, a makedb directory, or pyhmmer's objects), as
+    hmmsearch does: one merged `TopHits` per model, in file order."""
     from .api import hmmsearch as run
 
-    return run(models_file, sequences, options, outputs, engine)
+    return run(models_file, sequences, options, outputs, engine, formats=formats)
 
 
 def phmmer(
@@ -63,12 +66,15 @@ def phmmer(
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
     builder: PhmmerOptions = PhmmerOptions(),
+    *,
+    formats: SequenceFormats = SequenceFormats(),
 ) -> list[TopHits]:
     """Search each protein of `queries_file` against `sequences` as phmmer does: one `TopHits`
-    per query, in file order. `builder` holds phmmer's own options (score system, calibration)."""
+    per query, in file order. `builder` holds phmmer's own options (score system, calibration),
+    `formats` the files' formats (`--qformat`, `--tformat`; by default Easel detects them)."""
     from .api import phmmer as run
 
-    return run(queries_file, sequences, options, outputs, engine, builder=builder)
+    return run(queries_file, sequences, options, outputs, engine, builder=builder, formats=formats)
 
 
 def hmmscan(
@@ -77,12 +83,15 @@ def hmmscan(
     options: SearchOptions = SearchOptions(),
     outputs: OutputFiles = OutputFiles(),
     engine: EngineSettings = EngineSettings(),
+    *,
+    formats: SequenceFormats = SequenceFormats(),
 ) -> list[TopHits]:
-    """Annotate each sequence of `sequences` with the models of `models_file` as hmmscan does:
-    one `TopHits` per sequence, in file order."""
+    """Annotate each sequence of `sequences` (in the format `formats.qformat` asserts, or Easel
+    detects) with the models of `models_file` as hmmscan does: one `TopHits` per sequence, in
+    file order."""
     from .api import hmmscan as run
 
-    return run(models_file, sequences, options, outputs, engine)
+    return run(models_file, sequences, options, outputs, engine, formats=formats)
 
 
 def jackhmmer(
@@ -94,6 +103,7 @@ def jackhmmer(
     settings: JackhmmerOptions = JackhmmerOptions(),
     builder: PhmmerOptions = PhmmerOptions(),
     *,
+    formats: SequenceFormats = SequenceFormats(),
     checkpoints: bool = False,
 ) -> Iterator[IterationResult] | Iterator[list[IterationResult]]:
     """Search each protein of `queries_file` iteratively against `sequences` as jackhmmer
@@ -102,14 +112,17 @@ def jackhmmer(
     round number), or with `checkpoints` the list of every round's. `options` default to
     jackhmmer's (inclusion E-values 1e-3, not hmmsearch's 1e-2); `settings` holds the rounds
     (`max_iterations`, pyhmmer's name for -N), model construction, `--seq_limit` and the
-    checkpoint files, `builder` the first round's score system. The results' hits keep their
-    round's model as query, as pyhmmer's do; the alignments are named as jackhmmer's `-A`."""
+    checkpoint files, `builder` the first round's score system, `formats` the files' formats
+    (by default Easel detects them). The results' hits keep their round's model as query, as
+    pyhmmer's do; the alignments are named as jackhmmer's `-A`."""
     from .api import jackhmmer as run
     from .iterative import iteration_results
     from .jackhmmer_options import DEFAULT_SEARCH
 
     options = DEFAULT_SEARCH if options is None else options
-    queries = run(queries_file, sequences, options, outputs, engine, settings=settings, builder=builder)
+    queries = run(
+        queries_file, sequences, options, outputs, engine, settings=settings, builder=builder, formats=formats
+    )
     return iteration_results(queries, checkpoints)
 
 
@@ -122,6 +135,7 @@ __all__ = [
     "ReportSettings",
     "SearchOptions",
     "SequenceDatabase",
+    "SequenceFormats",
     "__version__",
     "hmmscan",
     "hmmsearch",

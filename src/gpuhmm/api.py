@@ -23,7 +23,7 @@ from .cluster import available_cpus, start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 from .output import jackhmmer_report, merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
@@ -53,12 +53,23 @@ class _Job:
     read_ahead: object = None
     phmmer: PhmmerOptions | None = None  # phmmer's own options
     given: tuple = ()  # the queries and the sequences themselves: paths, or pyhmmer objects
+    formats: SequenceFormats = SequenceFormats()
 
     @classmethod
-    def of(cls, program, queries, sequences, *settings):
-        """The job of these inputs (paths, or pyhmmer objects) and settings, in field order."""
+    def of(cls, program, queries, sequences, *settings, formats=SequenceFormats()):
+        """The job of these inputs (paths, or pyhmmer objects) and settings, in field order, and
+        the formats asserted for its sequence files, those `program` has an option for."""
+        absent = {"hmmsearch": "qformat", "hmmscan": "tformat"}.get(program)
+        if absent and getattr(formats, absent):
+            raise GpuhmmError(f"--{absent}", f"{program} has no such option")
         names = memory.name(queries, _query_kind(program)), memory.name(sequences, "sequences")
-        return cls(program, *names, *settings, given=(queries, sequences))
+        return cls(program, *names, *settings, given=(queries, sequences), formats=formats)
+
+    @property
+    def sequences_format(self):
+        """Easel's name of the format asserted for `sequences` (hmmscan's queries, the others'
+        targets), or None."""
+        return self.formats.query if self.program == "hmmscan" else self.formats.target
 
 
 def _query_kind(program):
@@ -73,13 +84,16 @@ def hmmsearch(
     outputs=OutputFiles(),
     engine=EngineSettings(),
     *,
+    formats=SequenceFormats(),
     command="gpuhmm search",
     executor=None,
     read_ahead=None,
 ):
-    """Search every model of `models_file` against `sequences` (FASTA or a makedb directory).
-    Returns the merged `TopHits` of each model in file order; writes the requested outputs."""
-    job = _Job.of("hmmsearch", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    """Search every model of `models_file` against `sequences` (a sequence file, in the format
+    `formats.tformat` asserts or Easel detects, or a makedb directory). Returns the merged
+    `TopHits` of each model in file order; writes the requested outputs."""
+    settings = (options, outputs, engine, command, executor, read_ahead)
+    job = _Job.of("hmmsearch", models_file, sequences, *settings, formats=formats)
 
     def read(path):
         hmms = _read_models(path, job.queries, allow_empty=bool(outputs.hits))
@@ -97,19 +111,22 @@ def phmmer(
     engine=EngineSettings(),
     *,
     builder=PhmmerOptions(),
+    formats=SequenceFormats(),
     command="gpuhmm phmmer",
     executor=None,
     read_ahead=None,
 ):
-    """Search each protein of `queries_file` (FASTA) against `sequences`, as phmmer does: each
-    query becomes phmmer's single-sequence model (`models.single_sequence_models`, with
-    `builder`'s score system and calibration), and the models are searched as hmmsearch
-    searches. Returns the merged `TopHits` of each query."""
-    job = _Job.of("phmmer", queries_file, sequences, options, outputs, engine, command, executor, read_ahead, builder)
+    """Search each protein of `queries_file` against `sequences`, as phmmer does: each query
+    becomes phmmer's single-sequence model (`models.single_sequence_models`, with `builder`'s
+    score system and calibration), and the models are searched as hmmsearch searches. The
+    files are in the formats `formats` asserts, or those Easel detects. Returns the merged
+    `TopHits` of each query."""
+    settings = (options, outputs, engine, command, executor, read_ahead, builder)
+    job = _Job.of("phmmer", queries_file, sequences, *settings, formats=formats)
     queries, header = [], []
 
     def read(path):
-        found = _query_sequences(path, job.queries)
+        found = _query_sequences(path, job.queries, formats.query)
         # phmmer reads its queries as protein, and skips a query without residues; its tables
         # open with the column header only where the file's first query has residues.
         queries.extend(query for query in found if len(query))
@@ -128,14 +145,17 @@ def hmmscan(
     outputs=OutputFiles(),
     engine=EngineSettings(),
     *,
+    formats=SequenceFormats(),
     command="gpuhmm scan",
     executor=None,
     read_ahead=None,
 ):
-    """Annotate each sequence of `sequences` (FASTA or a makedb directory) with the models of
-    `models_file`, as hmmscan does (Z: the number of models, unless -Z). Returns one TopHits
-    per sequence, in file order, and writes the requested outputs."""
-    job = _Job.of("hmmscan", models_file, sequences, options, outputs, engine, command, executor, read_ahead)
+    """Annotate each sequence of `sequences` (a sequence file, in the format `formats.qformat`
+    asserts or Easel detects, or a makedb directory) with the models of `models_file`, as
+    hmmscan does (Z: the number of models, unless -Z). Returns one TopHits per sequence, in
+    file order, and writes the requested outputs."""
+    settings = (options, outputs, engine, command, executor, read_ahead)
+    job = _Job.of("hmmscan", models_file, sequences, *settings, formats=formats)
 
     with _prepared(job, lambda path: _read_models(path, job.queries)) as run:
         log.info(
@@ -229,7 +249,9 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
         started = time.perf_counter()
-        run.database = _open_database(sequences_path, hmms, engine.db_shards, cleanup, executor, job.read_ahead)
+        run.database = _open_database(
+            sequences_path, job.sequences_format, hmms, engine.db_shards, cleanup, executor, job.read_ahead
+        )
         run.inputs = (queries_path, sequences_path)
         run.timed("database", started)
         if engine.backend == "auto":
@@ -317,7 +339,7 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         report = _report(job, [hmm.M for hmm in hmms], started - result.wall_seconds, queries)
         footers = tables.hmmer_footers(job.command, job.queries, job.sequences)
         paths = dict(dataclasses.asdict(outputs), shuffle_out=None)
-        tables.write_outputs(merged, paths, footers, report=report, header=all(header))
+        tables.write_outputs(merged, paths, footers, report=report, header=all(header), queries=queries or None)
         record = summary.search_record(
             job.command, run.backend, cluster, job.queries, job.sequences, options, database, model_shards, result
         )
@@ -386,7 +408,7 @@ def _report(job, sizes, started, queries=None):
     `sizes`, its model length or sequence length) of this process's CPU time and of the wall
     time since `started`: queries are searched together, not one after another."""
     query_file, target_file = (job.sequences, job.queries) if job.program == "hmmscan" else (job.queries, job.sequences)
-    options = header_options(job.program, job.options, job.outputs, job.phmmer)
+    options = header_options(job.program, job.options, job.outputs, job.phmmer, job.formats)
     header = ReportHeader(job.program, str(query_file), str(target_file), options, shown_as="gpuhmm")
     elapsed, total = time.perf_counter() - started, sum(sizes) or 1
     cpu = os.times()
@@ -394,10 +416,11 @@ def _report(job, sizes, started, queries=None):
     return Report(header, job.outputs.report, queries or None, times, job.outputs.alignments)
 
 
-def _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead):
-    """A makedb directory as it is, or a FASTA file sharded: in memory for workers in this
-    process (perhaps read already by `read_ahead`), into a temporary database for a cluster's,
-    with a shard for every worker at least. The alphabet is the models', as hmmsearch's is."""
+def _open_database(sequences, format, hmms, db_shards, cleanup, executor, read_ahead):
+    """A makedb directory as it is, or a sequence file (in `format`, None: detected) sharded: in
+    memory for workers in this process (perhaps read already by `read_ahead`), into a temporary
+    database for a cluster's, with a shard for every worker at least. The alphabet is the
+    models', as hmmsearch's is."""
     wanted = fasta.alphabet_name(hmms[0].alphabet) if hmms else None
     path = Path(sequences)
     if path.is_dir() or path.name == seqdb.MANIFEST:
@@ -407,12 +430,12 @@ def _open_database(sequences, hmms, db_shards, cleanup, executor, read_ahead):
             raise GpuhmmError(path, problem)
         return database
     if executor.in_process:
-        database = seqdb.makedb(path, None, db_shards, alphabet=wanted, read_ahead=read_ahead)
+        database = seqdb.makedb(path, None, db_shards, alphabet=wanted, read_ahead=read_ahead, format=format)
         cleanup.callback(seqdb.release, database)
         cleanup.callback(STATE.shards.release, database)
         return database
     workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-db-"))
-    return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted)
+    return seqdb.makedb(path, workdir, max(db_shards, executor.worker_count()), alphabet=wanted, format=format)
 
 
 def jackhmmer(
@@ -424,16 +447,18 @@ def jackhmmer(
     *,
     settings=jackhmmer_options.JackhmmerOptions(),
     builder=PhmmerOptions(),
+    formats=SequenceFormats(),
     command="gpuhmm jackhmmer",
     executor=None,
     read_ahead=None,
 ):
-    """Search each protein of `queries_file` (FASTA) iteratively against `sequences`, as
-    jackhmmer does (`iterative`): each round of every query is one search of the sharded
-    database, which is read once and stays resident. `options` are the searches' (jackhmmer's
-    defaults: `DEFAULT_SEARCH`), `settings` the rounds, model construction and checkpoints,
-    `builder` the first round's score system and calibration. Returns the queries with
-    residues, in file order, each with its rounds (`iterative.Query`)."""
+    """Search each protein of `queries_file` iteratively against `sequences`, as jackhmmer does
+    (`iterative`): each round of every query is one search of the sharded database, which is
+    read once and stays resident. `options` are the searches' (jackhmmer's defaults:
+    `DEFAULT_SEARCH`), `settings` the rounds, model construction and checkpoints, `builder`
+    the first round's score system and calibration, `formats` the formats asserted for the
+    files (None: Easel detects them). Returns the queries with residues, in file order, each
+    with its rounds (`iterative.Query`)."""
     jackhmmer_options.check_search_options(options)
     for flag, path in outputs.named().items():
         if path is not None and flag not in ("-o", "-A", "--tblout", "--domtblout"):
@@ -441,11 +466,11 @@ def jackhmmer(
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (queries_file, sequences))
     names = memory.name(queries_file, "queries"), memory.name(sequences, "sequences")
     given = (queries_file, sequences)
-    job = _Job("jackhmmer", *names, options, outputs, engine, command, executor, read_ahead, builder, given)
+    job = _Job("jackhmmer", *names, options, outputs, engine, command, executor, read_ahead, builder, given, formats)
     started = {}
 
     def read(path):
-        found = _query_sequences(path, job.queries)
+        found = _query_sequences(path, job.queries, formats.query)
         started["builder"] = iterative.new_builder(settings, found[0].alphabet, options.seed, builder)
         started["queries"] = iterative.queries_of(found)
         threads = engine.threads or available_cpus()
@@ -474,7 +499,7 @@ def jackhmmer(
         report = jackhmmer_report.JackhmmerReport(
             str(job.queries),
             str(job.sequences),
-            jackhmmer_options.header_options(options, settings, builder, outputs, engine),
+            jackhmmer_options.header_options(options, settings, builder, outputs, engine, formats),
             outputs.report,
             outputs.alignments,
             settings.max_iterations,
@@ -485,10 +510,11 @@ def jackhmmer(
     return queries
 
 
-def _query_sequences(path, name):
-    """The query sequences of a file (read as protein) or of pyhmmer's objects."""
+def _query_sequences(path, name, format):
+    """The query sequences of a file (read as protein, in `format`, None: detected) or of
+    pyhmmer's objects."""
     if memory.is_file(path):
-        return fasta.read_sequences(path, "amino")
+        return fasta.read_sequences(path, "amino", format)
     found = list(memory.sequences(path, name, fasta.ALPHABETS["amino"]()))
     if not found:
         raise GpuhmmError(name, "holds no sequences")

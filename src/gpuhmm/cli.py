@@ -15,7 +15,15 @@ from pathlib import Path
 
 from .cli_arguments import build_parser
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions, check_exclusive
+from .options import (
+    EngineSettings,
+    OutputFiles,
+    PhmmerOptions,
+    ReportSettings,
+    SearchOptions,
+    SequenceFormats,
+    check_exclusive,
+)
 
 log = logging.getLogger("gpuhmm")
 
@@ -68,6 +76,11 @@ def _phmmer_options(args):
     return PhmmerOptions(**{name: getattr(args, name) for name in names if getattr(args, name) is not None})
 
 
+def _formats(args):
+    """The formats asserted for the sequence files (`--qformat`, `--tformat`), those `args` has."""
+    return SequenceFormats(qformat=getattr(args, "qformat", None), tformat=getattr(args, "tformat", None))
+
+
 def _outputs(args):
     """The outputs of `search`, `phmmer` and `scan`; the report goes to stdout unless `-o`."""
     searching = args.command != "scan"
@@ -101,14 +114,12 @@ def _engine(args):
 
 def _search(args, command):
     """`search`, `phmmer` and `scan`: the executor (a Dask cluster, or a pool of threads here
-    starting the GPU) and the reading of a FASTA file start first, before the imports."""
+    starting the GPU) and the reading of a sequence file start first, before the imports."""
     from .cluster import start_executor
     from .local import expected_cells
 
-    options, outputs, engine = _options(args), _outputs(args), _engine(args)
+    options, outputs, engine, formats = _options(args), _outputs(args), _engine(args), _formats(args)
     phmmer = {"builder": _phmmer_options(args)} if args.command == "phmmer" else {}
-    if args.tformat not in (None, "fasta"):
-        raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
     from .output.files import check_outputs
 
     # Before the cluster starts, so that a bad path fails at once; the API checks again for
@@ -116,7 +127,7 @@ def _search(args, command):
     query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
     check_outputs(outputs.named(), (query_file, args.seqfile))
     executor = start_executor(engine, expected_cells(query_file, args.seqfile, args.command == "phmmer"))
-    read_ahead = _start_reading(args, executor)
+    read_ahead = _start_reading(args, executor, formats.query if args.command == "scan" else formats.target)
     from . import api
 
     run = {"search": api.hmmsearch, "phmmer": api.phmmer, "scan": api.hmmscan}[args.command]
@@ -126,6 +137,7 @@ def _search(args, command):
         options,
         outputs,
         engine,
+        formats=formats,
         command=command,
         executor=executor,
         read_ahead=read_ahead,
@@ -133,10 +145,11 @@ def _search(args, command):
     )
 
 
-def _start_reading(args, executor):
-    """A helper process reading the FASTA file into the shards that workers of this process
-    will hold, started before the imports (`db.readahead`); None for a makedb database, for a
-    cluster's workers, which read database files, and for a file too large to gain from it."""
+def _start_reading(args, executor, format):
+    """A helper process reading the sequence file (in `format`, None: detected) into the shards
+    that workers of this process will hold, started before the imports (`db.readahead`); None
+    for a makedb database, for a cluster's workers, which read database files, and for a file
+    too large to gain from it."""
     from .db.format import MANIFEST
     from .db.inputs import is_stream
     from .db.readahead import READ_AHEAD_MAX_BYTES, ReadAhead
@@ -149,7 +162,7 @@ def _start_reading(args, executor):
         and sequences.name != MANIFEST
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
     ):
-        return ReadAhead(sequences, args.db_shards)
+        return ReadAhead(sequences, args.db_shards, format)
     return None
 
 
@@ -159,7 +172,8 @@ def _makedb(args, command):
     from .db.models import first_model
 
     alphabet = args.alphabet or (alphabet_name(first_model(args.models).alphabet) if args.models else None)
-    database = makedb(args.seqfile, args.outdir, args.shards, alphabet=alphabet)
+    format = SequenceFormats(tformat=args.tformat).target
+    database = makedb(args.seqfile, args.outdir, args.shards, alphabet=alphabet, format=format)
     log.info(
         "%s: %d sequences, %d residues, %d shard(s)",
         args.outdir,
@@ -215,8 +229,7 @@ def _jackhmmer(args, command):
     from .jackhmmer_options import DEFAULT_SEARCH, JackhmmerOptions
     from .local import expected_cells
 
-    if args.tformat not in (None, "fasta"):
-        raise GpuhmmError("--tformat", f"gpuhmm reads FASTA targets only, not {args.tformat}")
+    formats = _formats(args)
     _check_exclusive(args)
     given = {name: getattr(args, name) for name in HMMER_OPTIONS if name != "cut"}
     search = SearchOptions.from_mapping(
@@ -245,7 +258,7 @@ def _jackhmmer(args, command):
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
     expected = expected_cells(args.queryfile, args.seqfile, True, settings.max_iterations)
     executor = start_executor(engine, expected)
-    read_ahead = _start_reading(args, executor)
+    read_ahead = _start_reading(args, executor, formats.target)
     from . import api
 
     api.jackhmmer(
@@ -256,6 +269,7 @@ def _jackhmmer(args, command):
         engine,
         settings=settings,
         builder=builder,
+        formats=formats,
         command=command,
         executor=executor,
         read_ahead=read_ahead,

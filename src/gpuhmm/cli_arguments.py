@@ -11,6 +11,9 @@ import argparse
 from ._version import __version__
 from .options import BACKENDS, DEFAULT_SHUFFLES, DOMAINDEFS
 
+#: The help of `--qformat` and `--tformat`.
+FORMATS_HELP = "fasta, embl, uniprot, genbank, stockholm, afa, clustal, ... (Easel's names) [detected]"
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad option is one line on stderr and exit status 1, as hmmsearch's, in
@@ -98,7 +101,7 @@ def _add_filters(parser, program):
 
 
 def _add_other(parser, program):
-    """--nonull2, -Z, --domZ, --seed and --tformat, as `program` names them."""
+    """--nonull2, -Z, --domZ, --seed and --tformat (hmmscan's --qformat), as `program` names them."""
     other = parser.add_argument_group(f"other (as {program})")
     other.add_argument(
         "--nonull2", action="store_true", default=None, help="turn off biased composition score corrections"
@@ -108,11 +111,15 @@ def _add_other(parser, program):
     )
     other.add_argument("--domZ", type=_real, metavar="X", help="number of significant sequences for domain E-values")
     other.add_argument("--seed", type=_integer, metavar="N", help="RNG seed, 0 for a random one [42]")
-    other.add_argument("--tformat", metavar="FORMAT", type=str.lower, help="target file format: fasta [fasta]")
+    if program == "hmmscan":
+        other.add_argument("--qformat", metavar="FORMAT", help=f"query file format: {FORMATS_HELP}")
+    else:
+        other.add_argument("--tformat", metavar="FORMAT", help=f"target file format: {FORMATS_HELP}")
 
 
-def _add_hmmer_options(parser):
-    """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`)."""
+def _add_hmmer_options(parser, program):
+    """hmmsearch 3.4's own option names and defaults (see `hmmsearch -h`), and `program`'s
+    format option."""
     report = parser.add_argument_group("reporting and inclusion thresholds (as hmmsearch)")
     _add_thresholds(report, inclusion=0.01)
     cut = report.add_mutually_exclusive_group()
@@ -125,7 +132,8 @@ def _add_hmmer_options(parser):
             help=f"use the models' {what} cutoffs ({kind.upper()}) to set all thresholds",
         )
     _add_filters(parser, "hmmsearch")
-    _add_other(parser, "hmmsearch")
+    # phmmer's --qformat joins its own group, "other (as phmmer)".
+    _add_other(parser, "hmmsearch" if program == "phmmer" else program)
 
 
 def _add_phmmer_options(parser):
@@ -148,7 +156,7 @@ def _add_phmmer_options(parser):
         calibration.add_argument(flag, type=_integer_at_least(1), metavar="N", help=f"{what} [{default}]")
     calibration.add_argument("--Eft", type=_real, metavar="X", help="tail mass for Forward exp tail tau fit [0.04]")
     other = parser.add_argument_group("other (as phmmer)")
-    other.add_argument("--qformat", metavar="FORMAT", help="query file format: fasta [fasta]")
+    other.add_argument("--qformat", metavar="FORMAT", help=f"query file format: {FORMATS_HELP}")
 
 
 def _add_search_arguments(parser, program="hmmsearch"):
@@ -184,7 +192,7 @@ def _add_search_arguments(parser, program="hmmsearch"):
             metavar="FILE",
             help="per reported hit, an empirical P-value from --shuffle N shuffles of its target (TSV)",
         )
-    _add_hmmer_options(parser)
+    _add_hmmer_options(parser, program)
     if program == "phmmer":
         _add_phmmer_options(parser)
     engine = parser.add_argument_group("engine")
@@ -240,7 +248,7 @@ def build_parser():
     parser = _Parser(prog="gpuhmm", description="hmmsearch-identical profile searches, sharded over Dask (and GPUs).")
     parser.add_argument("--version", action="version", version=f"gpuhmm {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sequences = "FASTA (plain or gzip; - for standard input) or a `gpuhmm makedb` directory"
+    sequences = "sequences (FASTA, EMBL, GenBank, an alignment...; gzip allowed; - for stdin) or a makedb database"
 
     search = commands.add_parser("search", help="search profile HMMs against a sequence database")
     search.add_argument("hmmfile", metavar="HMMFILE", help="HMMER models (text or binary, gzip allowed)")
@@ -248,7 +256,7 @@ def build_parser():
     _add_search_arguments(search)
 
     phmmer = commands.add_parser("phmmer", help="search protein sequences against a sequence database, as phmmer")
-    phmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
+    phmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (any sequence format, plain or gzip)")
     phmmer.add_argument("seqfile", metavar="SEQFILE", help=sequences)
     _add_search_arguments(phmmer, "phmmer")
 
@@ -262,12 +270,12 @@ def build_parser():
     jackhmmer = commands.add_parser(
         "jackhmmer", help="search protein sequences iteratively against a sequence database, as jackhmmer"
     )
-    jackhmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (FASTA, plain or gzip)")
+    jackhmmer.add_argument("queryfile", metavar="QUERYFILE", help="query proteins (any sequence format, plain or gzip)")
     jackhmmer.add_argument("seqfile", metavar="SEQFILE", help=sequences)
     _add_jackhmmer_arguments(jackhmmer)
 
-    makedb = commands.add_parser("makedb", help="build a sharded sequence database from FASTA")
-    makedb.add_argument("seqfile", metavar="SEQFILE")
+    makedb = commands.add_parser("makedb", help="build a sharded sequence database from a sequence file")
+    makedb.add_argument("seqfile", metavar="SEQFILE", help="sequences (FASTA, EMBL, GenBank, an alignment...)")
     makedb.add_argument("outdir", metavar="OUTDIR")
     makedb.add_argument(
         "--shards", type=_integer_at_least(1), default=1, metavar="N", help="shards, balanced by residues [1]"
@@ -275,6 +283,7 @@ def build_parser():
     alphabet = makedb.add_mutually_exclusive_group()
     alphabet.add_argument("--alphabet", choices=("amino", "dna", "rna"), help="sequence alphabet [guess]")
     alphabet.add_argument("--models", metavar="HMMFILE", help="take the alphabet from these models, as hmmsearch does")
+    makedb.add_argument("--tformat", metavar="FORMAT", help=f"SEQFILE's format, as search takes it: {FORMATS_HELP}")
 
     split = commands.add_parser("splitmodels", help="split an HMM file into shards balanced by model length")
     split.add_argument("hmmfile", metavar="HMMFILE")

@@ -120,11 +120,11 @@ _EFFECTIVE_FLAGS = {"clust": "--eclust", "none": "--enone"}
 _PRIOR_FLAGS = {"laplace": "--plaplace", "none": "--pnone"}
 
 
-def header_options(search, options, first_round, outputs, engine):
+def header_options(search, options, first_round, outputs, engine, formats):
     """The (flag, value) pairs jackhmmer's report header prints a line for (value None for a
     switch): the outputs (the report's own file unless standard output), the `-N`, search,
-    model construction and first-round settings that differ from jackhmmer's defaults, and
-    `--cpu` where given."""
+    model construction and first-round settings that differ from jackhmmer's defaults, the
+    formats asserted (`SequenceFormats`), and `--cpu` where given."""
     used = [("-N", options.max_iterations)] if options.max_iterations != 5 else []
     for flag, path in (
         ("-o", outputs.output),
@@ -161,6 +161,7 @@ def header_options(search, options, first_round, outputs, engine):
             used.append((flags[value], None))
     if options.eset is not None:
         used.append(("--eset", options.eset))
+    used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
     if engine.cpus is not None:
         used.append(("--cpu", engine.cpus))
     return tuple(used)

@@ -325,7 +325,7 @@ BUILT_IN_MATRICES = ("PAM30", "PAM70", "PAM120", "PAM240", "BLOSUM45", "BLOSUM50
 @dataclasses.dataclass(frozen=True)
 class PhmmerOptions:
     """phmmer's own options, with phmmer 3.4's defaults and checks: the score system and E-value
-    calibration of its single-sequence builder, and the query file's format (FASTA only)."""
+    calibration of its single-sequence builder."""
 
     popen: float = 0.02  # gap open probability
     pextend: float = 0.4  # gap extend probability
@@ -337,7 +337,6 @@ class PhmmerOptions:
     EfL: int = 100  # ... for the Forward exponential tail tau fit
     EfN: int = 200
     Eft: float = 0.04  # tail mass for the Forward tau fit
-    qformat: str | None = None  # asserted query format
 
     def __post_init__(self):
         for name, low, high in (("popen", 0.0, 0.5), ("pextend", 0.0, 1.0)):
@@ -350,8 +349,6 @@ class PhmmerOptions:
             raise GpuhmmError("--Eft", f"must be a number in 0 < x < 1, not {self.Eft!r}")
         if self.mx not in BUILT_IN_MATRICES:
             raise GpuhmmError("--mx", f"no matrix named {self.mx} is available as a built-in")
-        if self.qformat is not None and (not isinstance(self.qformat, str) or self.qformat.lower() != "fasta"):
-            raise GpuhmmError("--qformat", f"gpuhmm reads FASTA queries only, not {self.qformat}")
 
     def command_line(self):
         """The options that differ from phmmer's defaults, as words of its command line."""
@@ -362,5 +359,40 @@ class PhmmerOptions:
         """Keyword arguments for `pyhmmer.plan7.Builder`, as phmmer configures its builder."""
         arguments = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         arguments["score_matrix"] = arguments.pop("mx")
-        del arguments["qformat"]
         return arguments
+
+
+#: Easel's names of the sequence file formats (`esl_sqio_EncodeFormat`), which HMMER's `--qformat`
+#: and `--tformat` take in any case: unaligned formats, then alignments, whose sequences are
+#: read one by one without their gaps.
+SEQUENCE_FORMATS = tuple(
+    "fasta embl genbank ddbj uniprot ncbi daemon hmmpgmd fmindex "
+    "stockholm pfam a2m psiblast selex afa clustal clustallike phylip phylips".split()
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceFormats:
+    """The formats asserted for the query and the target sequence files, as HMMER's `--qformat`
+    and `--tformat` name them (one of `SEQUENCE_FORMATS`, in any case; the report's header
+    prints them as given). None: the format is detected, as Easel detects it."""
+
+    qformat: str | None = None
+    tformat: str | None = None
+
+    def __post_init__(self):
+        for flag, value in (("--qformat", self.qformat), ("--tformat", self.tformat)):
+            if value is not None and not (isinstance(value, str) and value.lower() in SEQUENCE_FORMATS):
+                raise GpuhmmError(
+                    flag, f"{value} is not a recognized sequence file format ({', '.join(SEQUENCE_FORMATS)})"
+                )
+
+    @property
+    def query(self):
+        """The query file's format as Easel names it, or None."""
+        return self.qformat.lower() if self.qformat else None
+
+    @property
+    def target(self):
+        """The target file's format as Easel names it, or None."""
+        return self.tformat.lower() if self.tformat else None

@@ -1,1 +1,1 @@
-"""The inputs: sequence databases (FASTA, or `gpuhmm makedb` shards) and profile-HMM files."""
+"""The inputs: sequence files (FASTA, EMBL, GenBank, alignments), `gpuhmm makedb` shards, and profile-HMM files."""

@@ -1,18 +1,20 @@
-"""The sequence database: FASTA parsed once by Easel into digital shards with a checked manifest.
+"""The sequence database: a sequence file parsed once by Easel into digital shards with a checked manifest.
 
 A database is a directory:
 
     manifest.json      format, alphabet, Z (total sequences), residues, one entry per shard
-    shard-0000.npz     digital residues, offsets, names, descriptions, FASTA positions
+    shard-0000.npz     digital residues, offsets, names, descriptions, file positions (and
+                       accessions, where the sequences have them)
 
 Shards are balanced by residues and sorted longest first inside, which is the order the GPU
 warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them, so
 lowercase, degenerate residues and a trailing `*` mean what they mean to HMMER: FASTA in its
 plain form (most files) is read by a vectorized equivalent of Easel's FASTA reader, tested
-against it, and anything else by Easel itself, through pyhmmer. Each shard's SHA-256 is in
-the manifest; readers refuse a shard that does not match it. A FASTA file searched by workers
-of the same process is never written: its shards stay in memory (`makedb` without an output
-directory), read by a helper process while the CLI starts up (`ReadAhead`).
+against it, and anything else (EMBL, GenBank, alignments too) by Easel itself, through
+pyhmmer (`fasta`). Each shard's SHA-256 is in the manifest; readers refuse a shard that does
+not match it. A sequence file searched by workers of the same process is never written: its
+shards stay in memory (`makedb` without an output directory), read by a helper process while
+the CLI starts up (`ReadAhead`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 
 from .._atomic import atomic_outputs
 from ..errors import GpuhmmError
-from .fasta import ALPHABETS, alphabet_name, read_fasta
+from .fasta import ALPHABETS, alphabet_name, read_sequence_file
 from .format import (
     FORMAT,
     MANIFEST,
@@ -110,7 +112,7 @@ class SequenceDatabase:
 def content_digest(path):
     """The SHA-256 that names the contents of the database `path`, so that searches can be
     shown to have met the same one: of a makedb directory's alphabet and shards (their
-    checksums, in order), or of a FASTA file's bytes. A FASTA file and a database built from it
+    checksums, in order), or of a sequence file's bytes. A file and a database built from it
     are not the same database to it."""
     path = Path(path)
     if path.is_dir() or path.name == MANIFEST:
@@ -124,22 +126,24 @@ def content_digest(path):
     return digest.hexdigest()
 
 
-def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
-    """Read `fasta` (plain or gzip) as Easel does and write a sharded database to `outdir`.
+def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None, format=None):
+    """Read the sequence file `fasta` (plain or gzip) as Easel does and write a sharded database
+    to `outdir`.
 
-    `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file. With `outdir`
-    None nothing is written: the database lives in this process's memory, for a search whose
-    workers share the process; a `ReadAhead` of the file may have read it already.
-    Returns the opened `SequenceDatabase`.
+    `alphabet` is "amino", "dna", "rna" or None to let Easel guess from the file; `format` is
+    Easel's name of the file's format ("fasta", "embl", "stockholm", ...) or None to let Easel
+    detect it. With `outdir` None nothing is written: the database lives in this process's
+    memory, for a search whose workers share the process; a `ReadAhead` of the file may have
+    read it already. Returns the opened `SequenceDatabase`.
     """
     fasta = Path(fasta)
     if shards < 1:
         raise GpuhmmError("--shards", f"must be at least 1, not {shards}")
     if outdir is None:
-        read = read_ahead.take(fasta, shards, alphabet) if read_ahead is not None else None
-        name, held = read or read_shards(fasta, alphabet, shards)
+        read = read_ahead.take(fasta, shards, alphabet, format) if read_ahead is not None else None
+        name, held = read or read_shards(fasta, alphabet, shards, format)
         return _held_database(fasta, name, held)
-    parsed, alphabet = read_fasta(fasta, alphabet)
+    parsed, alphabet = read_sequence_file(fasta, alphabet, format)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / MANIFEST).unlink(missing_ok=True)
@@ -171,9 +175,9 @@ def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None):
 _SHARD_FILE = re.compile(r"shard-\d{4,}\.npz")
 
 
-def read_shards(fasta, alphabet, shards):
-    """The alphabet's name and `shards` in-memory shards of `fasta`."""
-    parsed, easel_alphabet = read_fasta(fasta, alphabet)
+def read_shards(fasta, alphabet, shards, format=None):
+    """The alphabet's name and `shards` in-memory shards of `fasta`, in `format` (None: detected)."""
+    parsed, easel_alphabet = read_sequence_file(fasta, alphabet, format)
     return alphabet_name(easel_alphabet), [parsed.shard(members) for members in _shard_members(parsed.lengths, shards)]
 
 

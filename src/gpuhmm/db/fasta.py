@@ -1,9 +1,11 @@
-"""FASTA read as Easel reads it: a vectorized reader for plain files, Easel itself for the rest.
+"""Sequence files read as Easel reads them: a vectorized reader for plain FASTA, Easel itself for the rest.
 
 Residues are Easel's digital codes exactly as `hmmsearch` reads them, so lowercase, degenerate
 residues and a trailing `*` mean what they mean to HMMER. FASTA in its plain form (most files)
-is read by a vectorized equivalent of Easel's FASTA reader, tested against it; anything else by
-Easel itself, through pyhmmer.
+is read by a vectorized equivalent of Easel's FASTA reader, tested against it; any other FASTA,
+and every other format Easel reads (EMBL, UniProt, GenBank, the alignment formats, whose
+sequences it reads one by one without their gaps), by Easel itself, through pyhmmer. The format
+is the one asserted (`--tformat`, `--qformat`), else the one Easel detects.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ ALPHABETS = {
     "rna": pyhmmer.easel.Alphabet.rna,
 }
 
+#: Formats Easel names but HMMER's searches cannot read here: why, for the one-line error.
+_UNREADABLE = {
+    "ncbi": "gpuhmm does not read NCBI BLAST databases; give the sequences as FASTA",
+    "fmindex": "HMMER's searches read no sequences from an FM-index (fmindex format)",
+}
+
+#: Easel's guess from a file name, before it looks at the text (`sqascii_GuessFileFormat`).
+_NAMED_FORMATS = {".fa": "fasta", ".gb": "genbank"}
+
 
 def alphabet_name(alphabet):
     for name, make in ALPHABETS.items():
@@ -44,20 +55,20 @@ def alphabet_name(alphabet):
     raise ValueError(f"unsupported alphabet {alphabet!r}")
 
 
-def read_sequences(fasta, alphabet):
-    """Every sequence of `fasta` in file order, as pyhmmer `DigitalSequence`s in `alphabet`
+def read_sequences(path, alphabet, format=None):
+    """Every sequence of `path` in file order, as pyhmmer `DigitalSequence`s in `alphabet`
     ("amino", "dna" or "rna"), never guessed: phmmer reads its queries as protein, even a first
-    record of A, C, G and T only."""
-    parsed, easel_alphabet = read_fasta(fasta, alphabet)
+    record of A, C, G and T only. `format`: Easel's name of the asserted format, or None."""
+    parsed, easel_alphabet = read_sequence_file(path, alphabet, format)
     everything = np.arange(len(parsed.names))
     return list(parsed.shard(everything).to_block(easel_alphabet, everything))
 
 
-def guess_alphabet(fasta):
-    """Easel's guess of the alphabet name of a FASTA file, or None when it cannot tell."""
+def guess_alphabet(path, format=None):
+    """Easel's guess of the alphabet name of a sequence file, or None when it cannot tell."""
     with contextlib.ExitStack() as stack:
         try:
-            handle, _ = _open_fasta(fasta, None, stack)
+            handle, _ = _open_easel(path, None, _easel_format(path, format), stack)
         except _UndeterminedAlphabet:
             return None
         return alphabet_name(handle.alphabet)
@@ -67,49 +78,93 @@ class _UndeterminedAlphabet(GpuhmmError):
     pass
 
 
-def _open_fasta(fasta, alphabet, stack):
-    """An Easel FASTA reader on `fasta` and the `InputFile` under it."""
-    fasta = Path(fasta)
-    if not fasta.exists():
-        raise GpuhmmError(fasta, "sequence file not found")
-    if fasta.is_dir():
-        raise GpuhmmError(fasta, "is a directory, not a FASTA file or a gpuhmm database")
+def _easel_format(path, format):
+    """The format Easel is told to read: the asserted one, else the one Easel takes from a name
+    ending in `.fa` or `.gb` before it looks at the text, else None, for Easel to detect."""
+    named = [named for suffix, named in _NAMED_FORMATS.items() if str(path).endswith(suffix)]
+    return format or (named[0] if named else None)
+
+
+def _open_easel(path, alphabet, format, stack):
+    """An Easel reader of `format` (None: detected) on `path`, and the `InputFile` under it."""
+    path = Path(path)
+    if not path.exists():
+        raise GpuhmmError(path, "sequence file not found")
+    if path.is_dir():
+        raise GpuhmmError(path, "is a directory, not a sequence file or a gpuhmm database")
+    if format in _UNREADABLE:
+        raise GpuhmmError(path, _UNREADABLE[format])
     try:
-        source = InputFile(fasta, stack)
+        source = InputFile(path, stack)
     except OSError as error:
-        raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
-    with _fasta_errors(fasta, source):
-        handle = pyhmmer.easel.SequenceFile(source.source, digital=True, alphabet=alphabet, format="fasta")
+        raise GpuhmmError(path, f"cannot read sequence file ({error.strerror or error})") from None
+    if format is None and not isinstance(source.source, Path):  # a stream, which Easel reads once
+        format = _first_line_format(path, source.compressed)
+    with _easel_errors(path, source, format):
+        handle = pyhmmer.easel.SequenceFile(source.source, format, digital=True, alphabet=alphabet)
     return stack.enter_context(handle), source
 
 
 @contextlib.contextmanager
-def _fasta_errors(fasta, source):
-    """pyhmmer's and gzip's reading errors, as one-line errors naming the file.
+def _easel_errors(path, source, format):
+    """pyhmmer's and gzip's reading errors, as one-line errors naming the file and the format
+    it was read in (None: not yet detected).
 
     A damaged gzip stream is the first cause of whatever else went wrong after it.
     """
     try:
         yield
     except (EOFError, ValueError, SystemError, OSError, GpuhmmError) as error:
-        source.check_stream(fasta)
+        source.check_stream(path)
         if isinstance(error, GpuhmmError):
             raise
-        if isinstance(error, EOFError):
-            raise GpuhmmError(fasta, "sequence file is empty") from None
+        if isinstance(error, EOFError) or (format is None and _is_blank(path)):
+            raise GpuhmmError(path, "sequence file is empty") from None
         if "Could not determine alphabet" in str(error):
             raise _UndeterminedAlphabet(
-                fasta, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet"
+                path, "cannot tell whether the sequences are protein or nucleotide; pass --alphabet"
             ) from None
+        if "Could not determine format" in str(error):
+            raise GpuhmmError(path, f"format not recognized ({_DETECTED})") from None
         if isinstance(error, OSError):
-            raise GpuhmmError(fasta, f"cannot read sequence file ({error.strerror or error})") from None
-        raise GpuhmmError(fasta, f"not a readable FASTA file ({_easel_problem(error)})") from None
-    source.check_stream(fasta)
+            raise GpuhmmError(path, f"cannot read sequence file ({error.strerror or error})") from None
+        raise GpuhmmError(path, f"not a readable {format or 'sequence'} file ({_easel_problem(error)})") from None
+    source.check_stream(path)
+
+
+#: What Easel detects, for the error where it cannot.
+_DETECTED = "Easel detects FASTA, EMBL, UniProt, GenBank and alignments"
+
+
+def _first_line_format(path, compressed):
+    """Easel's format of a file it reads as a stream (compressed, or named `.gz`), from its
+    first line that is not blank, as Easel detects it (`sqascii_GuessFileFormat`). Easel
+    cannot read a stream again to detect an alignment's format: that must be asserted."""
+    try:
+        with (gzip.open if compressed else open)(path, "rb") as handle:
+            line = next((line for line in handle if line.strip()), None)
+    except (OSError, EOFError, zlib.error) as error:
+        raise GpuhmmError(path, f"truncated or damaged gzip file ({error})") from None
+    if line is None:
+        raise GpuhmmError(path, "sequence file is empty")
+    if line.startswith(b">"):
+        return "fasta"
+    if line.startswith(b"ID   "):
+        return "embl"
+    if line.startswith(b"LOCUS   ") or b"Genetic Sequence Data Bank" in line:
+        return "genbank"
+    raise GpuhmmError(path, f"format not recognized ({_DETECTED}; in a compressed file, assert an alignment's)")
+
+
+def _is_blank(path):
+    """Whether a file Easel reads by its name is empty or only whitespace."""
+    with open(path, "rb") as handle:
+        return not any(block.strip() for block in iter(lambda: handle.read(1 << 16), b""))
 
 
 @dataclasses.dataclass(frozen=True)
 class _Parsed:
-    """A FASTA file's sequences in file order, as columns. Sequence i is the digital codes
+    """A sequence file's sequences in file order, as columns. Sequence i is the digital codes
     codes[starts[i]:ends[i]]; `codes` may hold other bytes between sequences."""
 
     names: list
@@ -117,6 +172,7 @@ class _Parsed:
     codes: bytes
     starts: np.ndarray  # int64
     ends: np.ndarray  # int64
+    accessions: list | None = None  # None where no sequence has one (FASTA never has)
 
     @functools.cached_property
     def lengths(self):
@@ -135,22 +191,27 @@ class _Parsed:
             names=[self.names[i] for i in order],
             descriptions=[self.descriptions[i] for i in order],
             source_index=members.astype(np.int64),
+            accessions=None if self.accessions is None else [self.accessions[i] for i in order],
         )
 
 
-def read_fasta(fasta, alphabet_name_or_none):
-    name = alphabet_name_or_none or guess_alphabet(fasta)
+def read_sequence_file(path, alphabet_name_or_none, format=None):
+    """The sequences of `path` as `_Parsed` columns, and the Easel alphabet they are in (the one
+    named, else Easel's guess); `format` is Easel's name of the asserted format, or None."""
+    format = _easel_format(path, format)
+    name = alphabet_name_or_none or guess_alphabet(path, format)
     alphabet = ALPHABETS[name]() if name else None
-    parsed = _read_plain_fasta(Path(fasta), alphabet) if alphabet is not None else None
+    plain = alphabet is not None and format in (None, "fasta")
+    parsed = _read_plain_fasta(Path(path), alphabet) if plain else None
     if parsed is None:
-        parsed, alphabet = _read_fasta_with_easel(fasta, alphabet)
+        parsed, alphabet = _read_with_easel(path, alphabet, format)
     if not parsed.names:
-        raise GpuhmmError(fasta, "sequence file holds no sequences")
+        raise GpuhmmError(path, "sequence file holds no sequences")
     lengths = parsed.lengths
     if lengths.max() > MAX_TARGET_LENGTH:
         longest = int(np.argmax(lengths))
         raise GpuhmmError(
-            fasta,
+            path,
             f"sequence {shown(parsed.names[longest])!r} has {int(lengths[longest]):,} residues; "
             f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
             f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
@@ -158,21 +219,23 @@ def read_fasta(fasta, alphabet_name_or_none):
     return parsed, alphabet
 
 
-def _read_fasta_with_easel(fasta, alphabet):
-    names, descriptions, residues = [], [], []
+def _read_with_easel(path, alphabet, format):
+    names, accessions, descriptions, residues = [], [], [], []
     with contextlib.ExitStack() as stack:
-        handle, source = _open_fasta(fasta, alphabet, stack)
+        handle, source = _open_easel(path, alphabet, format, stack)
         alphabet = handle.alphabet
-        with _fasta_errors(fasta, source):
+        with _easel_errors(path, source, format or handle.format):
             for sequence in handle:
                 # A copy, so that each Easel sequence is freed as soon as it is read.
                 residues.append(bytes(sequence.sequence))
-                name, _, description = sequence_text(sequence)
+                name, accession, description = sequence_text(sequence)
                 names.append(name)
+                accessions.append(accession)
                 descriptions.append(description)
     lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
     ends = np.cumsum(lengths)
-    return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends), alphabet
+    accessions = accessions if any(accessions) else None  # as FASTA's: none
+    return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends, accessions), alphabet
 
 
 #: The vectorized reader reads the text this many bytes at a time and parses it up to the last

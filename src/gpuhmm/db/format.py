@@ -1,7 +1,8 @@
 """The database's on-disk format: shard files, their manifest entries, and the columns a shard holds.
 
 A shard file is an uncompressed `np.savez` archive (residues, offsets, packed names and
-descriptions, FASTA positions); `decode_shard` maps it without copying the residues.
+descriptions, file positions, and packed accessions where the sequences have them);
+`decode_shard` maps it without copying the residues.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ MANIFEST = "manifest.json"
 def write_shard(path, shard):
     names, name_offsets = pack(list(shard.names))
     descriptions, description_offsets = pack(list(shard.descriptions))
+    # Only where there are any: a FASTA file's shards stay as they always were.
+    accessions = {}
+    if shard.accessions is not None:
+        accessions = dict(zip(("accessions", "accession_offsets"), pack(list(shard.accessions))))
     buffer = io.BytesIO()
     np.savez(
         buffer,
@@ -37,6 +42,7 @@ def write_shard(path, shard):
         descriptions=descriptions,
         description_offsets=description_offsets,
         source_index=shard.source_index,
+        **accessions,
     )
     data = buffer.getvalue()
     with atomic_outputs(path) as (temporary,):
@@ -91,6 +97,7 @@ def decode_shard(data):
         names=PackedText(arrays["names"], arrays["name_offsets"]),
         descriptions=PackedText(arrays["descriptions"], arrays["description_offsets"]),
         source_index=arrays["source_index"],
+        accessions=PackedText(arrays["accessions"], arrays["accession_offsets"]) if "accessions" in arrays else None,
     )
 
 
@@ -128,11 +135,11 @@ def pack(strings):
 
 
 class PackedText(collections.abc.Sequence):
-    """Byte strings stored end to end with their offsets, as a shard file keeps its names and
-    descriptions (the FASTA header's own bytes, whatever their encoding), each copied out when
-    asked for. A GPU worker asks for those of its filters' survivors only, instead of holding
-    its interpreter lock to copy every name of a shard while its first tasks leave the GPU
-    together."""
+    """Byte strings stored end to end with their offsets, as a shard file keeps its names,
+    descriptions and accessions (the file's own bytes, whatever their encoding), each copied out
+    when asked for. A GPU worker asks for those of its filters' survivors only, instead of
+    holding its interpreter lock to copy every name of a shard while its first tasks leave the
+    GPU together."""
 
     def __init__(self, data, offsets):
         self._data, self._offsets = data, offsets
@@ -168,9 +175,10 @@ class SequenceShard:
 
     residues: np.ndarray  # uint8 digital codes, all sequences end to end
     offsets: np.ndarray  # int64, n + 1
-    names: collections.abc.Sequence  # of bytes, as in the FASTA header: a list, or a loaded shard's `PackedText`
+    names: collections.abc.Sequence  # of bytes, as in the file: a list, or a loaded shard's `PackedText`
     descriptions: collections.abc.Sequence  # of bytes
-    source_index: np.ndarray  # int64: position of each sequence in the FASTA file
+    source_index: np.ndarray  # int64: position of each sequence in the sequence file
+    accessions: collections.abc.Sequence | None = None  # of bytes; None where no sequence has one
 
     @property
     def lengths(self):
@@ -182,6 +190,7 @@ class SequenceShard:
             pyhmmer.easel.DigitalSequence(
                 alphabet,
                 name=self.names[index],
+                accession=None if self.accessions is None else self.accessions[index],
                 description=self.descriptions[index],
                 sequence=self.residues[self.offsets[index] : self.offsets[index + 1]],
             )

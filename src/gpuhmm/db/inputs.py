@@ -64,6 +64,11 @@ class InputFile:
         else:
             self.source = path
 
+    @property
+    def compressed(self):
+        """Whether the file is gzip, which `source` decompresses."""
+        return self._stream is not None
+
     def check_stream(self, path):
         """Raise the one-line error for a truncated or damaged gzip stream, if one was met."""
         if self._stream is not None and self._stream.error is not None:

@@ -99,7 +99,9 @@ def write_fasta(value, path, source, alphabet=None):
             if description[:1].isspace() or b"\n" in description or b"\r" in description:
                 raise GpuhmmError(source, f"sequence {shown!r} has a description on several lines or after whitespace")
             if accession:
-                raise GpuhmmError(source, f"sequence {shown!r} has an accession; gpuhmm reads FASTA targets only")
+                raise GpuhmmError(
+                    source, f"sequence {shown!r} has an accession, which gpuhmm keeps from sequence files only"
+                )
             residues = sequence.alphabet.decode(sequence.sequence).encode("ascii")
             if b"-" in residues:
                 raise GpuhmmError(source, f"sequence {shown!r} holds gaps ('-'); a target sequence is unaligned")

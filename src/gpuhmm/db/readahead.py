@@ -1,4 +1,4 @@
-"""A FASTA file read into in-memory shards by a helper process while the search starts up."""
+"""A sequence file read into in-memory shards by a helper process while the search starts up."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ READ_AS = "amino"
 
 
 class ReadAhead:
-    """A FASTA file read into in-memory shards by a helper process while this one starts up.
+    """A sequence file read into in-memory shards by a helper process while this one starts up.
 
     Reading 100 M residues holds this process's interpreter lock for seconds, which importing
     CuPy and Dask, reading the models and starting the workers would otherwise wait behind.
@@ -32,8 +32,8 @@ class ReadAhead:
     interpreter, not a multiprocessing child, so no caller's main module is re-run.
     """
 
-    def __init__(self, fasta, shards=1):
-        self.fasta, self.shards = Path(fasta), shards
+    def __init__(self, fasta, shards=1, format=None):
+        self.fasta, self.shards, self.format = Path(fasta), shards, format
         environment = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
         self._connection, helper_end = socket.socketpair()
         with helper_end:
@@ -44,6 +44,7 @@ class ReadAhead:
                     "from gpuhmm.db.readahead import _helper_main; _helper_main()",
                     str(fasta),
                     str(shards),
+                    format or "",
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=helper_end.fileno(),
@@ -63,10 +64,11 @@ class ReadAhead:
         except (EOFError, OSError, pickle.UnpicklingError):  # the helper died or was stopped
             pass
 
-    def take(self, fasta, shards, alphabet):
-        """(alphabet name, shards) as `makedb(fasta, None, shards, alphabet)` would read them, or
-        None where this read cannot stand in for that one. Raises the helper's GpuhmmError."""
-        if Path(fasta) != self.fasta or shards != self.shards:
+    def take(self, fasta, shards, alphabet, format=None):
+        """(alphabet name, shards) as `makedb(fasta, None, shards, alphabet, format=format)` would
+        read them, or None where this read cannot stand in for that one. Raises the helper's
+        GpuhmmError."""
+        if (Path(fasta), shards, format) != (self.fasta, self.shards, self.format):
             self.close()
             return None
         self._receiving.join()
@@ -102,17 +104,20 @@ def _receive_exactly(connection, size):
 
 
 def _helper_main():
-    """The helper's side of `ReadAhead` (argv: FASTA file, shards). Writes to stdout, the
-    socket, the length and pickle of ("shards", shards), ("error", source, problem) for a
-    GpuhmmError, or ("failed",) for the caller to read the file itself."""
-    fasta, shards = Path(sys.argv[1]), int(sys.argv[2])
+    """The helper's side of `ReadAhead` (argv: sequence file, shards, format or ""). Writes to
+    stdout, the socket, the length and pickle of ("shards", shards), ("error", source, problem)
+    for a GpuhmmError, or ("failed",) for the caller to read the file itself."""
+    fasta, shards, format = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None
     try:
-        outcome = ("shards", read_shards(fasta, READ_AS, shards)[1])
+        outcome = ("shards", read_shards(fasta, READ_AS, shards, format)[1])
     except GpuhmmError as error:
         outcome = ("error", error.source, error.problem)
     except Exception:  # noqa: BLE001 - the caller reads the file itself and reports the problem in full
         outcome = ("failed",)
     message = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-    sys.stdout.buffer.write(struct.pack("<Q", len(message)))
-    sys.stdout.buffer.write(message)
-    sys.stdout.buffer.flush()
+    try:
+        sys.stdout.buffer.write(struct.pack("<Q", len(message)))
+        sys.stdout.buffer.write(message)
+        sys.stdout.buffer.flush()
+    except OSError:  # the search stopped first, and its end of the socket is closed
+        pass

@@ -36,16 +36,24 @@ def hit_text(hit):
 def sequence_text(sequence):
     """(name, accession, description) of a pyhmmer sequence, as bytes ("" where unset).
 
-    A sequence whose text is not UTF-8 was read from FASTA, which gives no accession: its
-    name and description are read back from Easel's own FASTA line, `>name description`.
+    A sequence whose text is not UTF-8 is read back from Easel's own FASTA line,
+    `>name[ accession][ description]`: neither a name nor an accession holds a space.
     """
     try:
         return _encoded(sequence.name, sequence.accession, sequence.description)
     except UnicodeDecodeError:
         written = io.BytesIO()
         sequence.write(written)
-        name, _, description = written.getvalue().partition(b"\n")[0][1:].partition(b" ")
-        return name, b"", description
+        name, _, rest = written.getvalue().partition(b"\n")[0][1:].partition(b" ")
+        accession, _, description = rest.partition(b" ") if _has_accession(sequence) else (b"", b"", rest)
+        return name, accession, description
+
+
+def _has_accession(sequence):
+    try:
+        return bool(sequence.accession)
+    except UnicodeDecodeError:
+        return True
 
 
 def model_text(hmm):

@@ -288,7 +288,8 @@ class Report:
         write_query_lines(text, self.header.program, query)
         if place is None:
             state = found.__getstate__()
-            write_section(text, found, query, settings, state)
+            # The alignments name the model, as HMMER's do: phmmer's keeps no accession.
+            write_section(text, found, found.query, settings, state)
             pipeline = state["pipeline"]
         else:
             out.write(text.getvalue().encode("latin-1"))

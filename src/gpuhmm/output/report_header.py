@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, TextIO
 
-from ..options import OutputFiles, PhmmerOptions, SearchOptions
+from ..options import OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 
 HMMER_VERSION = "3.4"
 
@@ -151,11 +151,15 @@ def option_lines(text: str, value: object) -> tuple[str, ...]:
 
 
 def header_options(
-    program: Program, options: SearchOptions, outputs: OutputFiles, phmmer: PhmmerOptions | None = None
+    program: Program,
+    options: SearchOptions,
+    outputs: OutputFiles,
+    phmmer: PhmmerOptions | None = None,
+    formats: SequenceFormats = SequenceFormats(),
 ) -> tuple[tuple[str, object], ...]:
     """The (flag, value) pairs of the options a search was given that `program` prints a line
-    for: its outputs (the report's own file unless it is standard output) and every HMMER
-    option (phmmer's own among them) that differs from its default."""
+    for: its outputs (the report's own file unless it is standard output), every HMMER option
+    (phmmer's own among them) that differs from its default, and the formats asserted."""
     used = [
         (flag, getattr(outputs, name))
         for name, flag in (
@@ -183,6 +187,7 @@ def header_options(
                 used.append((f"--cut_{value}", None))
             else:
                 used.append((flag, None if isinstance(value, bool) else value))
+    used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
     letter = PROGRAMS[program][3]
     printed = {flag for flag, programs, _ in _OPTION_LINES if letter in programs}
     return tuple((flag, value) for flag, value in used if flag in printed)

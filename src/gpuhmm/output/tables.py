@@ -15,6 +15,7 @@ from pyhmmer import easel, plan7
 
 from .._version import __version__
 from ..hits.text import text_of, text_view, view
+from ..hits.tophits import attached
 from . import native, parallel
 from .files import written_together
 
@@ -53,14 +54,15 @@ DOMAIN_COLUMNS = (
 )
 
 
-def write_outputs(hits, paths, footers=None, scan=False, shuffled=None, report=None, header=True):
+def write_outputs(hits, paths, footers=None, scan=False, shuffled=None, report=None, header=True, queries=None):
     """Write the requested outputs for the TopHits of each query in input order: models
     (hmmsearch), or sequences with `scan` (hmmscan). `paths` maps "output" (`-o`), "alignments"
     (`-A`), "tblout", "domtblout", "pfamtblout", "domains" and "shuffle_out" to paths, or to
     None where not wanted; `report` (a `report.Report`) is what the first two need, and
     `shuffled` holds the shuffle significance rows (SHUFFLE_COLUMNS). `header`: whether the
     HMMER tables open with their column header (phmmer leaves it out where its file's first
-    query was empty, and so skipped).
+    query was empty, and so skipped). `queries`: the query each table names, where it is not the
+    hits' own (phmmer's query sequences, see `Table`).
 
     Regular files appear together once all are whole (`files.written_together`). `footers`
     (`hmmer_footers`) close the HMMER tables, as hmmsearch's own do. E-values below the smallest normal
@@ -71,7 +73,7 @@ def write_outputs(hits, paths, footers=None, scan=False, shuffled=None, report=N
     per_query = {
         "output": report,
         **{
-            kind: Table(format, tuple(footers.get(kind, ())), header)
+            kind: Table(format, tuple(footers.get(kind, ())), header, queries)
             for kind, format in (("tblout", "targets"), ("domtblout", "domains"), ("pfamtblout", "pfam"))
         },
     }
@@ -98,23 +100,27 @@ def write_outputs(hits, paths, footers=None, scan=False, shuffled=None, report=N
 class Table:
     """An HMMER table (`format` as pyhmmer's `TopHits.write` names it) as a `parallel.PerQuery`
     writer: HMMER's own writer (`native`) where it can be called, else pyhmmer's, then the
-    `footer` lines."""
+    `footer` lines. The rows name the hits' own query, or query `index` of `queries` where
+    given: phmmer's tables take the query sequence's accession, which its model has not."""
 
     format: str
     footer: tuple[str, ...] = ()
     header: bool = True  # the column header before the first query's rows
+    queries: list | None = None
 
     def prologue(self):
         return b""
 
     def write_query(self, out, index, hits, place):
-        if place is None or not isinstance(hits.query, (plan7.HMM, easel.Sequence)):
+        query = hits.query if self.queries is None else self.queries[index]
+        if place is None or not isinstance(query, (plan7.HMM, easel.Sequence)):
             written = io.BytesIO()
-            hits.write(written, format=self.format, header=self.header and index == 0)
+            named = hits if self.queries is None else attached(hits.__getstate__(), query)
+            named.write(written, format=self.format, header=self.header and index == 0)
             out.write(written.getvalue())
             return
         # the query's name and accession as pyhmmer hands them over: HMMER's own bytes
-        name, accession, _ = text_of(hits.query)
+        name, accession, _ = text_of(query)
         native.write_table(out, place, self.format, self.header and index == 0, name, accession)
 
     def epilogue(self):

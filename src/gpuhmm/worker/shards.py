@@ -118,8 +118,10 @@ class ResidentShard:
 
     def names(self, positions):
         """(name, accession, description) of the sequences at block `positions`, as bytes, as
-        `hits.text.sequence_text` reads them from their pyhmmer sequences (FASTA has no accession)."""
-        return [(self._shard.names[i], b"", self._shard.descriptions[i]) for i in self._file_order[positions].tolist()]
+        `hits.text.sequence_text` reads them from their pyhmmer sequences (b"" where unset)."""
+        shard, indices = self._shard, self._file_order[positions].tolist()
+        accessions = [b""] * len(indices) if shard.accessions is None else [shard.accessions[i] or b"" for i in indices]
+        return [(shard.names[i], accession, shard.descriptions[i]) for i, accession in zip(indices, accessions)]
 
     def tail_sequences(self, positions):
         """(residues, offsets) of the sequences at block `positions`, one after another."""
