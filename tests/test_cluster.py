@@ -165,7 +165,11 @@ class _StandInDriver:
     "backend, gpus, opened",
     [
         ("cpu", 0, []),
-        ("gpu", 1, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]),  # and CuPy's start after it
+        (
+            "gpu",
+            1,
+            ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxRetain"],
+        ),  # and CuPy's start after it
         ("gpu", 2, ["cuInit"]),
     ],
 )
@@ -191,7 +195,7 @@ def test_an_executor_of_local_gpus_starts_cuda_as_it_starts(monkeypatch, backend
 @pytest.mark.parametrize(
     "failing, calls, retained",
     [
-        (None, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"], True),
+        (None, ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxRetain"], True),
         ("cuInit", ["cuInit"], False),
         ("cuDeviceGet", ["cuInit", "cuDeviceGet"], False),
     ],

@@ -10,11 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from gpuhmm import search
-from gpuhmm.worker import STATE, tailqueue
+from gpuhmm.worker import tailqueue
 
 from helpers.cli import run_golden
-from helpers.tail import HostTailEngine
+from helpers.tail import HostTailEngine, install_host_tail
 
 ENGINE = ("--backend", "gpu", "--cpu", 3, "--db-shards", 2, "--model-shards", 3, "--domaindef", "gpu")
 
@@ -24,12 +23,7 @@ def queue_engine(monkeypatch):
     """The host build as the GPU, handing back the pairs of targets whose name ends in an even
     digit, and with no latency: the GPU takes pairs of every job, and the threads the rest."""
     engine = HostTailEngine(refused=lambda name: name[-1:].isdigit() and int(name[-1:]) % 2 == 0)
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
-    monkeypatch.setattr(STATE, "gpu_engine", engine)
-    monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
-    monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
-    monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
-    return engine
+    return install_host_tail(monkeypatch, engine)
 
 
 @pytest.mark.parametrize("case", ["defaults", "evalue", "bitscore", "cut_ga", "nobias"])

@@ -10,12 +10,9 @@ import subprocess
 
 import pytest
 
-from gpuhmm import search
-from gpuhmm.worker import STATE, tailqueue
-
 from helpers.cli import golden_runs, run_golden, run_gpuhmm, run_tables
 from helpers.data import DATA, GOLDEN, assert_tables_equal, hmmer_binary, report_body
-from helpers.tail import HostTailEngine
+from helpers.tail import HostTailEngine, install_host_tail
 
 GPU_DOMAINS = ("--domaindef", "gpu")
 ENGINE = ("--backend", "gpu", "--cpu", 2, "--db-shards", 3, "--model-shards", 2)
@@ -28,13 +25,7 @@ def host_tail(monkeypatch):
     jobs too."""
 
     def install(refuse=0):
-        engine = HostTailEngine(refuse)
-        monkeypatch.setattr(search, "gpu_problem", lambda: None)
-        monkeypatch.setattr(STATE, "gpu_engine", engine)
-        monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
-        monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
-        monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
-        return engine
+        return install_host_tail(monkeypatch, HostTailEngine(refuse))
 
     return install
 

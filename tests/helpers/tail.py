@@ -171,6 +171,20 @@ class HostTailEngine(ReferenceEngine):
         return outputs
 
 
+def install_host_tail(monkeypatch, engine):
+    """`engine` as every worker's GPU, the tail queue giving it pairs of the tests' small jobs
+    too (no latency, no serial chain) and grouping none on the host."""
+    from gpuhmm import search
+    from gpuhmm.worker import STATE, tailqueue
+
+    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(STATE, "gpu_engine", engine)
+    monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
+    monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
+    monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
+    return engine
+
+
 def batch_cases(pfam_test_data):
     """The cases as one batch: models, striped profiles, residues, offsets, targets, (model,
     target) pairs, the proteins and the chosen targets' indices."""

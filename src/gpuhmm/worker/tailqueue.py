@@ -282,7 +282,7 @@ class TailQueue:
             for job, chosen in taken:  # each job's share of the batch
                 share = len(chosen) / len(pairs)
                 for name, value in (
-                    ("batches", 1),
+                    ("batch_count", 1),
                     ("batch", seconds),
                     ("batch_build", built - started),
                     *timing.items(),
