@@ -439,37 +439,29 @@ def main(argv=None):
 
         step("gpuhmm", gpuhmm_full)
 
-        # 4b. the filter path alone: the same search with nothing past Forward (no tail)
-        def filter_path():
-            base = [*gpuhmm_base, "--F3", "1e-300"]
+        def variant(name, options):
+            """The same search with `options`: its wall and record under `name`, and its summary."""
             command, wall, summary, _ = timed_gpuhmm(
-                base, work / "filter-path", state["models_path"], state["db_path"], env
+                [*gpuhmm_base, *options], work / name, state["models_path"], state["db_path"], env
             )
-            result["filter_path_wall_s"] = round(wall, 3)
-            result["filter_path"] = {
+            result[f"{name.replace('-', '_')}_wall_s"] = round(wall, 3)
+            result[name.replace("-", "_")] = {
                 "command": recorded(command, work),
                 "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
-                "first_kernel_s": summary.get("first_kernel_s"),
             }
-            log(f"filter path (--F3 1e-300): {wall:.1f} s")
+            log(f"{shlex.join(options)}: {wall:.1f} s")
+            return summary
+
+        # 4b. the filter path alone: the same search with nothing past Forward (no tail)
+        def filter_path():
+            summary = variant("filter-path", ["--F3", "1e-300"])
+            result["filter_path"]["first_kernel_s"] = summary.get("first_kernel_s")
 
         step("filter_path", filter_path)
 
         # 4c. pyhmmer finishing every pair past Forward (--domaindef cpu), the GPU backend's other tail
-        def pyhmmer_tail():
-            base = [*gpuhmm_base, "--domaindef", "cpu"]
-            command, wall, summary, _ = timed_gpuhmm(
-                base, work / "domaindef-cpu", state["models_path"], state["db_path"], env
-            )
-            result["domaindef_cpu_wall_s"] = round(wall, 3)
-            result["domaindef_cpu"] = {
-                "command": recorded(command, work),
-                "stages": {stage: round(seconds, 3) for stage, seconds in stage_seconds(summary)},
-            }
-            log(f"--domaindef cpu: {wall:.1f} s")
-
         if args.backend != "cpu":
-            step("domaindef_cpu", pyhmmer_tail)
+            step("domaindef_cpu", lambda: variant("domaindef-cpu", ["--domaindef", "cpu"]))
 
         # 5. the peer: pyhmmer.hmmsearch in this process, models and sequences read beforehand
         def peer():
