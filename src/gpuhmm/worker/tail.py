@@ -15,24 +15,22 @@ from ..hits import records
 from .tailqueue import ON_GPU, TailJob
 
 
-def finish(queue, shard, models, filter_models, outcomes, pipeline, pipeline_key, seed):
+def finish(queue, shard, models, filter_models, outcomes, pipeline, pipeline_key):
     """Per model: (TopHits of its survivors, pairs the GPU finished, of those the ones past F3);
     and the job's share of the queue's work (seconds and counts by `stage_seconds` name).
     `models` are the HMMs, `filter_models` their worker.models.FilterModel, `outcomes` their
     FilterOutcomes on `shard` (a worker.shards.ResidentShard); `pipeline` is the thread's pyhmmer
     Pipeline, made from `pipeline_key` (alphabet, arguments)."""
-    settings = [records.pipeline_settings(pipeline, model) for model in models]
-    striped = [f.striped for f in filter_models]
-    job = TailJob(shard, models, striped, outcomes, settings, seed, pipeline_key)
+    job = TailJob(shard, models, [f.striped for f in filter_models], outcomes, pipeline_key)
     queue.finish(job)
     found = []
     for m, model in enumerate(models):
         pairs = np.flatnonzero(job.model == m)  # in the order the targets were searched
-        hits = records.tophits_of_buffers(
-            model, [job.records[p] for p in pairs.tolist() if p in job.records], settings[m]
-        )
-        if job.host_hits[m]:
-            hits = hits.merge(*job.host_hits[m])
         on_gpu = job.finished[pairs] == ON_GPU
+        pieces = list(job.host_hits[m])
+        if on_gpu.any() or not pieces:
+            buffers = [job.records[p] for p in pairs.tolist() if p in job.records]
+            pieces.insert(0, records.tophits_of_buffers(model, buffers, job.settings(m, pipeline)))
+        hits = pieces[0].merge(*pieces[1:]) if len(pieces) > 1 else pieces[0]
         found.append((hits, int(on_gpu.sum()), int(job.passed[pairs][on_gpu].sum())))
     return found, job.stats

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from ..hits import records
 from ..stages.tail import launch, readback
 from ..stages.tail.serialized import NameTable
 
@@ -55,24 +56,25 @@ PENDING, ON_GPU, ON_HOST = range(3)
 
 class TailJob:
     """One task's survivors: per model of `models` (pyhmmer HMMs, with their `profiles`, the
-    striped profiles, and `settings`, their TopHits pipeline settings), its `outcomes`'
-    survivors on `shard` (a worker.shards.ResidentShard). `pipeline_key` is what the thread's
-    pyhmmer Pipeline is made from (alphabet, arguments). Survivors the Viterbi kernel left
-    unscored, and every one when the seed is 0 (Easel then draws an arbitrary seed), go to
-    pyhmmer alone."""
+    striped profiles), its `outcomes`' survivors on `shard` (a worker.shards.ResidentShard).
+    `pipeline_key` is what a thread's pyhmmer Pipeline is made from (alphabet, arguments).
+    Survivors the Viterbi kernel left unscored, and every one when the seed is 0 (Easel then
+    draws an arbitrary seed), go to pyhmmer alone."""
 
-    def __init__(self, shard, models, profiles, outcomes, settings, seed, pipeline_key):
-        self.shard, self.models, self.profiles, self.settings = shard, models, profiles, settings
-        self.seed, self.pipeline_key = seed, pipeline_key
+    def __init__(self, shard, models, profiles, outcomes, pipeline_key):
+        self.shard, self.models, self.profiles, self.pipeline_key = shard, models, profiles, pipeline_key
+        arguments = pipeline_key[1]
+        self.seed = arguments["seed"]
         # A GPU batch runs one set of the kernels' pipeline settings.
-        self.key = (float(settings[0]["F3"]), bool(settings[0]["do_null2"]), seed) if settings else None
+        self.key = (float(arguments["F3"]), bool(arguments["null2"]), self.seed)
+        self._settings = {}  # model → its TopHits pipeline settings, made when first needed
         self.model = np.repeat(np.arange(len(models)), [len(o.survivors) for o in outcomes])
         self.position = np.concatenate([o.survivors for o in outcomes] + [np.zeros(0, np.int64)])
         self.score = np.concatenate([o.survivor_filter_scores for o in outcomes] + [np.zeros(0, np.float32)])
         unscored = np.concatenate([np.asarray(o.survivor_unscored, bool) for o in outcomes] + [np.zeros(0, bool)])
         nodes = np.array([p.M for p in profiles], np.int64)
         self.cost = shard.lengths(self.position).astype(np.int64) * nodes[self.model]
-        on_gpu = np.flatnonzero(~unscored) if seed != 0 else np.zeros(0, np.int64)
+        on_gpu = np.flatnonzero(~unscored) if self.seed != 0 else np.zeros(0, np.int64)
         self.order = on_gpu[np.argsort(self.cost[on_gpu], kind="stable")]  # cheapest first
         self.lo, self.hi = 0, len(self.order)  # the pending part of `order`
         self.handed_back = np.setdiff1d(np.arange(len(self.model)), on_gpu).tolist()
@@ -101,6 +103,13 @@ class TailJob:
         self.finished[pair] = side
         self.remaining -= 1
         self.in_flight -= 1
+
+    def settings(self, model, pipeline):
+        """Model `model`'s TopHits pipeline settings (`records.pipeline_settings`), made with
+        `pipeline` the first time they are needed: a GPU batch or a TopHits of the GPU's hits."""
+        if model not in self._settings:
+            self._settings[model] = records.pipeline_settings(pipeline, self.models[model])
+        return self._settings[model]
 
     def add(self, name, value):
         self.stats[name] = self.stats.get(name, 0) + value
@@ -257,7 +266,7 @@ class TailQueue:
 
     def _finish_on_gpu(self, taken):
         started = time.perf_counter()
-        batch = _batch(taken)
+        batch = _batch(taken, self._pipelines)
         built = time.perf_counter()
         timing = {}
         try:
@@ -291,15 +300,16 @@ class TailQueue:
             self._changed.notify_all()
 
 
-def _batch(taken):
-    """The `launch.TailBatch` of [(job, pairs)]: the jobs' models and sequences, each once."""
-    profiles, pipelines, pair_model, pair_sequence, scores = [], [], [], [], []
+def _batch(taken, pipelines):
+    """The `launch.TailBatch` of [(job, pairs)]: the jobs' models and sequences, each once;
+    `pipelines(alphabet, arguments)` is this thread's pyhmmer Pipeline."""
+    profiles, settings, pair_model, pair_sequence, scores = [], [], [], [], []
     residues, offsets, names, used = [], [np.zeros(1, np.int64)], [], 0
     for job, pairs in taken:
         models, model_index = np.unique(job.model[pairs], return_inverse=True)
         pair_model.append(model_index + len(profiles))
         profiles += [job.profiles[m] for m in models.tolist()]
-        pipelines += [job.settings[m] for m in models.tolist()]
+        settings += [job.settings(m, pipelines(*job.pipeline_key)) for m in models.tolist()]
         positions, sequence_index = np.unique(job.position[pairs], return_inverse=True)
         pair_sequence.append(sequence_index + len(names))
         sequence_residues, sequence_offsets = job.shard.tail_sequences(positions)
@@ -314,6 +324,6 @@ def _batch(taken):
         np.concatenate(pair_model),
         np.concatenate(pair_sequence),
         np.concatenate(scores),
-        pipelines,
+        settings,
         taken[0][0].seed,
     )

@@ -55,7 +55,6 @@ def run_task(task, shared):
             list(filtered.values()),
             pipeline,
             (database.alphabet, arguments),
-            arguments["seed"],
         )
         finished = dict(zip(filtered, found))
         tail_span = (tail_started, time.time())

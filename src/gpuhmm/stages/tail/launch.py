@@ -274,12 +274,6 @@ THREADS_PER_ITEM = (4, 32, 32, 1, 1)
 PAIRS_PER_CALL = 65536
 
 
-def calls(npairs):
-    """The pairs of a batch cut into calls: index arrays."""
-    for start in range(0, npairs, PAIRS_PER_CALL):
-        yield np.arange(start, min(npairs, start + PAIRS_PER_CALL))
-
-
 @dataclasses.dataclass
 class TailBatch:
     """Pairs of one shard for the tail kernel: `pairs` (PAIR_DTYPE) index `models` (a ModelPack)
