@@ -10,9 +10,9 @@ import pyhmmer
 import pytest
 
 from gpuhmm.hits import records
-from gpuhmm.stages.tail import launch, readback, scores, serialized
+from gpuhmm.stages.tail import launch, readback, schedule, scores, serialized
 
-from helpers.tail import CASES, MULTI_DOMAIN_REGIONS, SETTINGS, records_of, run_batch, tables_of
+from helpers.tail import CASES, MULTI_DOMAIN_REGIONS, SETTINGS, HostDevice, records_of, run_batch, tables_of
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
@@ -43,13 +43,12 @@ def test_hits_and_tables_equal_pyhmmer(tail_cases, setting):
     assert compared >= (len(CASES) if setting == "default" else 1)
 
 
-def test_multi_domain_cases_are_clustered(tail_cases):
-    """The cases' multi-domain regions reach the kernel's sampling and clustering."""
+def _default_batch(tail_cases):
     models, profiles, residues, offsets, targets, pairs, sequences, chosen = tail_cases
     pipeline = records.pipeline_settings(pyhmmer.plan7.Pipeline(sequences[0].alphabet), models[0])
     pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
     null1 = [scores.null_one(len(targets[s].residues)) for s in pair_sequence]
-    batch = launch.TailBatch.build(
+    return launch.TailBatch.build(
         launch.ModelPack(profiles),
         (residues, offsets, serialized.NameTable.of(targets)),
         pair_model,
@@ -58,7 +57,28 @@ def test_multi_domain_cases_are_clustered(tail_cases):
         [pipeline] * len(models),
         42,
     )
+
+
+def test_multi_domain_cases_are_clustered(tail_cases):
+    """The cases' multi-domain regions reach the kernel's sampling and clustering."""
+    models, chosen = tail_cases[0], tail_cases[-1]
+    batch = _default_batch(tail_cases)
     results = readback.read_back(batch, run_batch(batch))
     clustered = [p for p, (_, _, r) in zip(batch.pairs, results) if records.decode_hit(bytes(r)).nclustered > 0]
     found = sorted((models[p["model"]].name, chosen[p["sequence"]]) for p in clustered)
     assert found == sorted(MULTI_DOMAIN_REGIONS)
+
+
+def test_arenas_over_the_budget_split_the_launches_alone(tail_cases):
+    """A budget smaller than every arena gives each region and envelope a launch of its own;
+    the outputs are those of one launch per stage."""
+    batch = _default_batch(tail_cases)
+    whole, split = HostDevice(), HostDevice()
+    expected, outputs = schedule.run(batch, whole, 1 << 30), schedule.run(batch, split, 1)
+    for name in ("status", "hits", "records", "record_offsets"):
+        assert outputs[name].tobytes() == expected[name].tobytes(), name
+    items = outputs["items"]
+    assert items["clustered"] > 1 and items["envelopes"] > items["clustered"]
+    for stage, count in ((schedule.REGIONS, items["clustered"]), (schedule.ENVELOPES, items["envelopes"])):
+        assert [n for s, n in whole.launched if s == stage] == [count]
+        assert [n for s, n in split.launched if s == stage] == [1] * count

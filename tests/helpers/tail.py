@@ -125,8 +125,12 @@ class HostDevice:
         self.lib.tail_stage.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
         self.launched = []
 
+    xp = np
     put = staticmethod(np.copy)
-    get = staticmethod(np.copy)
+
+    @staticmethod
+    def fetch(arrays):
+        return [np.copy(array) for array in arrays]
 
     @staticmethod
     def resident(array):

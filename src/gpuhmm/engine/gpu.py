@@ -524,9 +524,11 @@ class _TailDevice:
 
     KERNELS = tuple(f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize"))
     THREADS = 64
+    xp = cupy
 
     def __init__(self, engine):
         self.engine, self.events, self.kept = engine, [], []
+        self.waited = 0.0  # seconds the host waited for the stream in `fetch`
 
     def put(self, array):
         array = np.ascontiguousarray(array)
@@ -538,14 +540,18 @@ class _TailDevice:
         self.kept.append(staged)  # pinned until the stream has passed the copy: the run ends with a read
         return out
 
-    @staticmethod
-    def get(array):
-        host = _pinned(array.shape, array.dtype)
-        if array.nbytes:
-            stream = cupy.cuda.get_current_stream()
-            array.data.copy_to_host_async(host.ctypes.data, array.nbytes, stream)
-            stream.synchronize()
-        return host
+    def fetch(self, arrays):
+        """Device arrays to pinned host arrays, after one wait for this stream."""
+        stream, hosts = cupy.cuda.get_current_stream(), []
+        for array in arrays:
+            array = cupy.ascontiguousarray(array)
+            hosts.append(_pinned(array.shape, array.dtype))
+            if array.nbytes:
+                array.data.copy_to_host_async(hosts[-1].ctypes.data, array.nbytes, stream)
+        started = time.perf_counter()
+        stream.synchronize()
+        self.waited += time.perf_counter() - started
+        return hosts
 
     def resident(self, array):
         return self.engine.resident(array)
@@ -570,7 +576,8 @@ class _TailDevice:
         self.events.append((stage, started, stopped))
 
     def add_times(self, timing):
-        """Adds each stage's kernel seconds to the dict `timing`."""
+        """Adds each stage's kernel seconds, and the host's wait for them (`wait`), to the dict `timing`."""
+        timing["wait"] = timing.get("wait", 0.0) + self.waited
         for stage, started, stopped in self.events:
             stopped.synchronize()
             name = self.KERNELS[stage].split("_")[-1]

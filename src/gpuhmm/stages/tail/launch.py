@@ -221,17 +221,26 @@ def _pack(p):
 
 
 def _a(size):
-    return (np.asarray(size, np.int64) + 15) // 16 * 16
+    return (size + 15) // 16 * 16
+
+
+def _int64(values):
+    """`values` as int64: a numpy or CuPy array stays on its side."""
+    return values.astype(np.int64) if hasattr(values, "astype") else np.int64(values)
 
 
 def _nodes(M):
-    M = np.asarray(M, np.int64)
-    return M, np.maximum(2, (M - 1) // 4 + 1)
+    M = _int64(M)
+    Q = (M - 1) // 4 + 1
+    return M, Q + (2 - Q) * (Q < 2)  # p7O_NQF: max(2, ⌈M/4⌉), in arithmetic that CuPy runs too
+
+
+# The sizes below take int64 arrays, numpy's or CuPy's, and give theirs back.
 
 
 def space_bytes(L, M):
-    """A pair's space from stage 1 to 4 (stages.cuh `pair_space`): L, M may be arrays."""
-    L = np.asarray(L, np.int64)
+    """A pair's space from stage 1 to 4 (stages.cuh `pair_space`)."""
+    L = _int64(L)
     _, Q = _nodes(M)
     return _aligned(2 * _a(24 * (L + 1)) + _a(96 * Q) + 4 * _a(4 * (L + 1)) + 16, 256)
 
@@ -239,7 +248,7 @@ def space_bytes(L, M):
 def region_bytes(Lr, M, Kp=29):
     """A multi-domain region's arena (stage 2: `sample_region`'s and region_trace_ensemble's
     allocations, with cluster's at MAX_SEGMENTS segments and 16-byte alignment)."""
-    Lr = np.asarray(Lr, np.int64)
+    Lr = _int64(Lr)
     M, Q = _nodes(M)
     matrix = _a(24 * (Lr + 1)) + 3 * _a(16 * (Lr + 1) * Q)
     trace = 9 * (3 * (Lr + 1) + 2 * M + 64)
@@ -250,7 +259,7 @@ def region_bytes(Lr, M, Kp=29):
 
 def envelope_bytes(Ld, M, Kp=29):
     """An envelope's arena (stage 3: rescore_isolated_domain's allocations)."""
-    Ld = np.asarray(Ld, np.int64)
+    Ld = _int64(Ld)
     M, Q = _nodes(M)
     matrices = 2 * (_a(24 * (Ld + 1)) + 3 * _a(16 * (Ld + 1) * Q))
     return _aligned(matrices + 96 * Q + 4 * Kp + 13 * (2 * (Ld + M) + 16) + 12 * (Ld + 1) + 64 * 16, 256)
@@ -258,7 +267,7 @@ def envelope_bytes(Ld, M, Kp=29):
 
 def text_bytes(Ld, M, lines):
     """An envelope's alignment lines: `lines` lines of at most Ld + M columns."""
-    return _aligned(np.asarray(lines, np.int64) * (np.asarray(Ld, np.int64) + np.asarray(M, np.int64) + 1))
+    return _aligned(_int64(lines) * (_int64(Ld) + _int64(M) + 1))
 
 
 #: Device memory one launch's region or envelope arenas may take, and at most the GPU's over one
@@ -342,7 +351,7 @@ OUTPUT_DTYPES = dict(
 )
 
 
-def output_arrays(npairs):
-    """Zeroed host arrays of stage 4's outputs."""
-    sizes = dict(domains=npairs * MAX_DOMAINS, counts=4 * npairs)
-    return {name: np.zeros(sizes.get(name, npairs), dtype) for name, dtype in OUTPUT_DTYPES.items()}
+def output_bytes(npairs):
+    """The bytes of each of stage 4's outputs for `npairs` pairs."""
+    counts = dict(domains=npairs * MAX_DOMAINS, counts=4 * npairs)
+    return {name: counts.get(name, npairs) * np.dtype(dtype).itemsize for name, dtype in OUTPUT_DTYPES.items()}

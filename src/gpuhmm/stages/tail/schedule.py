@@ -1,27 +1,27 @@
 """A `launch.TailBatch` through the tail's five stages (kernels/tail/stages.cuh): parse every pair,
 sample every multi-domain region, rescore every envelope, assemble and serialize every pair.
 
-Each stage's items are sized by what they hold (a region's or an envelope's residues, not the
-target's) and run largest first, in as few launches as the arena budget allows. Between stages
-the host reads back only the queues (the regions found, each region's envelopes) and the
-records' sizes; at the end, the hits' numbers and their serialized records. `device`
-is the engine's (`GpuEngine._TailDevice`) or the host build's, with the same methods over
-cupy or numpy arrays; the models' pieces are its resident copies, uploaded once per model.
+The stages chain on the device: the queues between them (the regions found, each region's
+envelopes, the records' offsets) are ordered, sized and laid out there, with `device.xp`
+(CuPy, or numpy for the host build). The host reads back only what sizes the next launch: the
+counts and arena bytes after stages 1 and 2, the records' bytes after stage 4, and at the end
+the pairs' outcomes, each group in one wait. Each stage's items run largest first, sized by what
+they hold (a region's or an envelope's residues, not the target's), in as few launches as the
+arena budget allows. The models' pieces are the device's resident copies, uploaded once per model.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from . import launch
-from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, REGION_DTYPE, REGION_TASK_DTYPE
+from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, OK, REGION_DTYPE, REGION_TASK_DTYPE
 
 PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE = range(5)
 _EACH_REGION = 1 + 2 * MAX_ENVELOPES  # stage 2's output ints per region: the count, then (i, j)
-
-
-def _exclusive(sizes):
-    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+_LAST = np.iinfo(np.int64).max  # a sort key that puts an unused slot last
 
 
 def _chunks(sizes, budget):
@@ -34,6 +34,11 @@ def _chunks(sizes, budget):
         start = stop
 
 
+def _pack(low, high):
+    """Two non-negative int32 columns as the int64 of a struct that holds them side by side."""
+    return low.astype(np.int64) | (high.astype(np.int64) << 32)
+
+
 _FIELDS = {name for name, _ in launch.Tail._fields_}
 
 
@@ -41,12 +46,12 @@ class _Run:
     """One batch's device arrays (flat bytes, by name) and the `Tail` struct that points at them."""
 
     def __init__(self, batch, device):
-        self.device, self.arrays, self.struct = device, {}, launch.Tail()
+        self.device, self.xp, self.arrays, self.struct = device, device.xp, {}, launch.Tail()
         npairs = len(batch.pairs)
         L, M = batch.pair_lengths(), batch.nodes()
         self.put(**batch.inputs())
         self.put(models=batch.models.table([device.address(device.resident(p)) for p in batch.models.pieces]))
-        offsets = _exclusive(launch.space_bytes(L, M))
+        offsets = np.concatenate([[0], np.cumsum(launch.space_bytes(L, M))])
         # A region spans 2 residues at least; the kernel fails a pair whose regions do not fit.
         self.region_capacity = int(min((L // 2 + 1).sum(), np.iinfo(np.int32).max // REGION_DTYPE.itemsize))
         self.place("space", device.empty(int(offsets[-1])))
@@ -56,20 +61,31 @@ class _Run:
             pair_order=np.lexsort((-L, batch.pairs["model"])).astype(np.int32),
             state=np.zeros(npairs, launch.STATE_DTYPE),
             nfound=np.zeros(1, np.int32),
+            nodes=M,
+            lines=batch.lines(),
         )
         s = self.struct
         s.npairs, s.max_domains, s.region_capacity = npairs, MAX_DOMAINS, self.region_capacity
         s.settings = batch.settings(self.address("flogsum"))
 
     def place(self, name, array):
-        """Keeps `array` (None: lets it go) and points the struct's field of that name at it."""
+        """Keeps `array` (flat bytes; None: lets it go) and points the struct's field of that name at it."""
         self.arrays[name] = array
         if name in _FIELDS:
             setattr(self.struct, name, None if array is None else self.device.address(array))
 
     def put(self, **arrays):
+        """Host arrays to the device."""
         for name, array in arrays.items():
             self.place(name, self.device.put(np.ascontiguousarray(array).view(np.uint8).reshape(-1)))
+
+    def keep(self, **arrays):
+        """Device arrays, as they are."""
+        for name, array in arrays.items():
+            self.place(name, self.xp.ascontiguousarray(array).view(np.uint8).reshape(-1))
+
+    def view(self, name, dtype, *shape):
+        return self.arrays[name].view(dtype).reshape(*shape) if shape else self.arrays[name].view(dtype)
 
     def address(self, name):
         return self.device.address(self.arrays[name])
@@ -79,11 +95,33 @@ class _Run:
         if count:
             self.device.launch(stage, count, bytes(self.struct))
 
-    def get(self, name, dtype, count=None):
-        array = self.arrays[name]
-        if count is not None:
-            array = array[: count * np.dtype(dtype).itemsize]
-        return self.device.get(array).view(dtype)
+    def fetch(self, *arrays):
+        """Device arrays to the host, after one wait."""
+        return self.device.fetch(arrays)
+
+    def in_launches(self, stage, tasks, sizes, total, budget, outputs):
+        """Stage `stage` over `tasks` (int64 rows, their struct's bytes; largest first) whose
+        arenas are `sizes` bytes (`total` in all), in as few launches as `budget` allows;
+        `outputs` {field: (device array, its items per task)} are sliced along with the tasks."""
+        name = "region_tasks" if stage == REGIONS else "envelope_tasks"
+        chunks = [(0, len(tasks), 0, total)]
+        if total > budget:  # sizes are read back only here, for the launches' bounds
+            (sizes,) = self.fetch(sizes)
+            ends = np.concatenate([[0], np.cumsum(sizes)])
+            chunks = [(start, stop, int(ends[start]), int(ends[stop])) for start, stop in _chunks(sizes, budget)]
+        for start, stop, base, end in chunks:
+            chunk = tasks[start:stop].copy()
+            chunk[:, _SCRATCH[stage]] -= base
+            self.keep(**{name: chunk})
+            for field, (array, each) in outputs.items():
+                self.keep(**{field: array[start * each : stop * each]})
+            self.place("arena", self.device.empty(end - base))
+            self.launch(stage, stop - start)
+            self.place("arena", None)
+
+
+# The int64 column of each task struct's `scratch` (RegionTask, EnvelopeTask).
+_SCRATCH = {REGIONS: 2, ENVELOPES: 3}
 
 
 def run(batch, device, budget):
@@ -91,102 +129,131 @@ def run(batch, device, budget):
     Returns on the host each pair's `status` and `hits` (HIT_DTYPE), the serialized `records`
     (pair p's at record_offsets[p] .. record_offsets[p + 1], empty where it has no hit), and the
     stages' item counts (`items`)."""
-    npairs = len(batch.pairs)
+    xp, npairs = device.xp, len(batch.pairs)
     tail = _Run(batch, device)
     tail.launch(PARSE, npairs)
-    found = min(int(tail.get("nfound", np.int32)[0]), tail.region_capacity)
-    regions = tail.get("regions", REGION_DTYPE, found)
-    regions = regions[np.lexsort((regions["index"], regions["pair"]))]
-    M, lines = batch.nodes(), batch.lines()
+    regions = _regions(tail)
+    nfound, nmulti = regions.nfound, regions.nmulti
 
-    # Stage 2: the multi-domain regions, largest first.
-    multi = regions[regions["multi"] == 1]
-    region_sizes = launch.region_bytes(multi["j"] - multi["i"] + 1, M[multi["pair"]])
-    by_size = np.argsort(-region_sizes, kind="stable")
-    sampled = np.zeros((len(multi), _EACH_REGION), np.int32)
-    region_status = np.zeros(len(multi), np.int32)
-    for start, stop in _chunks(region_sizes[by_size], budget):
-        chosen = by_size[start:stop]
-        tasks = np.zeros(len(chosen), REGION_TASK_DTYPE)
-        for field in ("pair", "i", "j"):
-            tasks[field] = multi[field][chosen]
-        offsets = _exclusive(region_sizes[chosen])
-        tasks["scratch"], tasks["bytes"] = offsets[:-1], region_sizes[chosen]
-        tail.put(
-            region_tasks=tasks,
-            region_status=np.zeros(len(chosen), np.int32),
-            region_envelopes=np.zeros(len(chosen) * _EACH_REGION, np.int32),
-        )
-        tail.place("arena", device.empty(int(offsets[-1])))
-        tail.launch(REGIONS, len(chosen))
-        region_status[chosen] = tail.get("region_status", np.int32)
-        sampled[chosen] = tail.get("region_envelopes", np.int32).reshape(len(chosen), _EACH_REGION)
-        tail.place("arena", None)
+    # Stage 2: the multi-domain regions, largest first (`sampled` has a row at least, for indexing).
+    sampled = xp.zeros((max(1, nmulti), _EACH_REGION), np.int32)
+    region_status = xp.zeros(nmulti, np.int32)
+    if nmulti:
+        outputs = dict(region_status=(region_status, 1), region_envelopes=(sampled.reshape(-1), _EACH_REGION))
+        tail.in_launches(REGIONS, regions.tasks, regions.sizes, regions.bytes, budget, outputs)
 
-    # Stage 3: every envelope, in pair, region and envelope order; launched largest first.
-    single = regions[regions["multi"] == 0]
-    counts = sampled[:, 0]
-    owner = np.repeat(np.arange(len(multi)), counts)
-    rank = np.arange(len(owner)) - np.repeat(_exclusive(counts)[:-1], counts)
-    none = np.zeros(len(single), np.int32)
-    pieces = [
-        (single["pair"], single["index"], single["i"], single["j"], none, none),
-        (
-            multi["pair"][owner],
-            multi["index"][owner],
-            sampled[owner, 1 + 2 * rank],
-            sampled[owner, 2 + 2 * rank],
-            np.ones(len(owner), np.int32),
-            rank,
-        ),
-    ]
-    pair, region, i, j, clustered, ordinal = (np.concatenate(column) for column in zip(*pieces))
-    order = np.lexsort((ordinal, region, pair))
-    envelopes = np.zeros(len(order), ENVELOPE_TASK_DTYPE)
-    for field, column in zip(("pair", "region", "i", "j", "clustered"), (pair, region, i, j, clustered)):
-        envelopes[field] = column[order]
-    Ld, Mp = envelopes["j"] - envelopes["i"] + 1, M[envelopes["pair"]]
-    envelopes["bytes"] = launch.envelope_bytes(Ld, Mp)
-    envelopes["text_bytes"] = launch.text_bytes(Ld, Mp, lines[envelopes["pair"]])
-    envelopes["text"] = _exclusive(envelopes["text_bytes"])[:-1]
-    tail.place("text", device.empty(int(envelopes["text_bytes"].sum())))
+    # Stage 3: every envelope, launched largest first.
+    envelopes = _envelopes(tail, regions, sampled)
+    n = len(envelopes.tasks)
+    tail.place("text", device.empty(max(1, envelopes.text_bytes)))
     size = launch.RESCORED_DTYPE.itemsize
-    rescored = device.empty(len(envelopes) * size)
-    by_size = np.argsort(-envelopes["bytes"].astype(np.int64), kind="stable")
-    for start, stop in _chunks(envelopes["bytes"][by_size].astype(np.int64), budget):
-        chosen = by_size[start:stop]
-        tasks = envelopes[chosen]
-        offsets = _exclusive(tasks["bytes"])
-        tasks["scratch"] = offsets[:-1]
-        tail.put(envelope_tasks=tasks)
-        tail.place("rescored", device.empty(len(chosen) * size))
-        tail.place("arena", device.empty(int(offsets[-1])))
-        tail.launch(ENVELOPES, len(chosen))
-        rescored.reshape(-1, size)[device.put(chosen)] = tail.arrays["rescored"].reshape(-1, size)
-        tail.place("arena", None)
+    rescored = xp.zeros((n, size), np.uint8)
+    if n:
+        by_size = envelopes.tasks[envelopes.largest]
+        by_size[:, 3] = xp.cumsum(by_size[:, 4]) - by_size[:, 4]
+        done = xp.zeros((n, size), np.uint8)
+        tail.in_launches(
+            ENVELOPES, by_size, by_size[:, 4], envelopes.bytes, budget, dict(rescored=(done.reshape(-1), size))
+        )
+        rescored[envelopes.largest] = done
 
-    # Stage 4: every pair.
-    verdict = np.zeros(npairs, np.int32)
-    failed = np.flatnonzero(region_status != launch.OK)
-    failed = failed[np.lexsort((multi["index"][failed], multi["pair"][failed]))]
-    first_failure = np.unique(multi["pair"][failed], return_index=True)
-    verdict[first_failure[0]] = region_status[failed[first_failure[1]]]
-    tail.place("rescored", rescored)
-    tail.put(
-        envelope_tasks=envelopes,
-        envelope_first=np.searchsorted(envelopes["pair"], np.arange(npairs + 1)).astype(np.int32),
+    # Stage 4: every pair. The first failing multi-domain region of a pair sends it to pyhmmer.
+    verdict = xp.zeros(npairs, np.int32)
+    if nmulti:
+        row = regions.row
+        status = region_status[xp.maximum(row, 0)]
+        failing = xp.sort(xp.where((row >= 0) & (status != OK), xp.arange(nfound), nfound))
+        failing_pair = xp.where(failing < nfound, regions.pair[xp.minimum(failing, nfound - 1)], npairs)
+        first = xp.minimum(xp.searchsorted(failing_pair, xp.arange(npairs)), nfound - 1)
+        fails = failing_pair[first] == xp.arange(npairs)
+        verdict = xp.where(fails, status[xp.minimum(failing[first], nfound - 1)], 0).astype(np.int32)
+    tail.keep(
+        envelope_tasks=envelopes.tasks,
+        rescored=rescored,
+        envelope_first=xp.searchsorted(envelopes.pair, xp.arange(npairs + 1)).astype(np.int32),
         region_verdict=verdict,
-        **launch.output_arrays(npairs),
+        record_bytes=xp.zeros(npairs, np.uint64),
     )
-    tail.put(record_bytes=np.zeros(npairs, np.uint64))
+    for name, nbytes in launch.output_bytes(npairs).items():
+        tail.place(name, xp.zeros(nbytes, np.uint8))
     tail.launch(ASSEMBLE, npairs)
 
     # Stage 5: every hit's record, end to end.
-    offsets = _exclusive(tail.get("record_bytes", np.uint64))
-    tail.put(record_offsets=offsets[:-1].astype(np.uint64))
-    tail.place("records", device.empty(max(1, int(offsets[-1]))))
+    record_bytes = tail.view("record_bytes", np.uint64).astype(np.int64)
+    record_ends = xp.cumsum(record_bytes)
+    (total,) = tail.fetch(record_ends[-1:])
+    tail.keep(record_offsets=(record_ends - record_bytes).astype(np.uint64))
+    tail.place("records", device.empty(max(1, int(total[0]))))
     tail.launch(SERIALIZE, npairs)
-    outputs = dict(status=tail.get("status", np.int32), hits=tail.get("hits", launch.HIT_DTYPE))
-    outputs["records"], outputs["record_offsets"] = tail.get("records", np.uint8), offsets
-    outputs["items"] = dict(pairs=npairs, regions=len(regions), clustered=len(multi), envelopes=len(envelopes))
-    return outputs
+    status, hits, records, ends = tail.fetch(
+        tail.arrays["status"], tail.arrays["hits"], tail.arrays["records"], record_ends
+    )
+    return dict(
+        status=status.view(np.int32),
+        hits=hits.view(launch.HIT_DTYPE),
+        records=records[: int(total[0])],
+        record_offsets=np.concatenate([[0], ends]),
+        items=dict(pairs=npairs, regions=nfound, clustered=nmulti, envelopes=n),
+    )
+
+
+def _regions(tail):
+    """The regions stage 1 found, on the device: `pair` of each in (pair, index) order, the
+    slots of that order (`in_order`), each one's `row` of stage 2 (-1: a single-domain region),
+    and stage 2's `tasks` (RegionTask rows, largest first) with their arena `sizes` and `bytes`."""
+    xp, capacity = tail.xp, tail.region_capacity
+    found = xp.minimum(tail.view("nfound", np.int32)[0], capacity)
+    pair, index, i, j, multi = tail.view("regions", np.int32, capacity, 5).T
+    used = xp.arange(capacity) < found  # the slots past the count hold nothing
+    pair, i, j = (xp.where(used, column, 0) for column in (pair, i, j))
+    clustered = used & (multi == 1)
+    sizes = xp.where(clustered, launch.region_bytes(j - i + 1, tail.view("nodes", np.int64)[pair]), 0)
+    in_order = xp.argsort(xp.where(used, _pack(index, pair), _LAST))
+    largest = xp.argsort(xp.where(clustered, -sizes, 1))
+    counts = xp.stack([found.astype(np.int64), clustered.sum(dtype=np.int64), sizes.sum(dtype=np.int64)])
+    nfound, nmulti, total = (int(n) for n in tail.fetch(counts)[0])
+    in_order, largest = in_order[:nfound], largest[:nmulti]
+    tasks = xp.zeros((nmulti, REGION_TASK_DTYPE.itemsize // 8), np.int64)  # pair | i << 32, j, scratch, bytes
+    tasks[:, 0], tasks[:, 1], tasks[:, 3] = _pack(pair[largest], i[largest]), j[largest], sizes[largest]
+    tasks[:, 2] = xp.cumsum(tasks[:, 3]) - tasks[:, 3]
+    row = xp.full(capacity, -1, np.int64)
+    row[largest] = xp.arange(nmulti)
+    return SimpleNamespace(
+        nfound=nfound, nmulti=nmulti, pair=pair[in_order], index=index[in_order], i=i[in_order], j=j[in_order],
+        row=row[in_order], tasks=tasks, sizes=tasks[:, 3], bytes=total,
+    )  # fmt: skip
+
+
+def _envelopes(tail, regions, sampled):
+    """Every envelope on the device, in pair, region and envelope order: a single-domain region's
+    one, a multi-domain region's as stage 2 `sampled` them. `tasks` (EnvelopeTask rows),
+    `pair` of each, `largest` (the order by arena size), `bytes` and `text_bytes` in all."""
+    xp, nfound, nmulti = tail.xp, regions.nfound, regions.nmulti
+    columns = ENVELOPE_TASK_DTYPE.itemsize // 8
+    if not nfound:
+        empty = xp.zeros(0, np.int64)
+        return SimpleNamespace(tasks=xp.zeros((0, columns), np.int64), pair=empty, largest=empty, bytes=0, text_bytes=0)
+    row = regions.row
+    each = xp.where(row >= 0, sampled[xp.maximum(row, 0), 0], 1)
+    ends = xp.cumsum(each.astype(np.int64))
+    most = (nfound - nmulti) + MAX_ENVELOPES * nmulti  # every region's envelopes at most
+    e = xp.arange(most)
+    owner = xp.minimum(xp.searchsorted(ends, e, side="right"), nfound - 1)
+    real = e < ends[-1]
+    rank = xp.minimum(e - (ends[owner] - each[owner]), MAX_ENVELOPES - 1)
+    from_stage_2, at = row[owner] >= 0, xp.maximum(row[owner], 0)
+    env_i = xp.where(from_stage_2, sampled[at, 1 + 2 * rank], regions.i[owner])
+    env_j = xp.where(from_stage_2, sampled[at, 2 + 2 * rank], regions.j[owner])
+    pair = regions.pair[owner]
+    M, lines = tail.view("nodes", np.int64)[pair], tail.view("lines", np.int64)[pair]
+    Ld = xp.where(real, env_j - env_i + 1, 1)
+    arena = xp.where(real, launch.envelope_bytes(Ld, M), 0)
+    text = xp.where(real, launch.text_bytes(Ld, M, lines), 0)
+    text_ends = xp.cumsum(text)
+    tasks = xp.zeros((most, columns), np.int64)  # pair | region << 32, i | j << 32, clustered, ...
+    tasks[:, 0], tasks[:, 1], tasks[:, 2] = _pack(pair, regions.index[owner]), _pack(env_i, env_j), from_stage_2
+    tasks[:, 4], tasks[:, 5], tasks[:, 6] = arena, text_ends - text, text
+    largest = xp.argsort(xp.where(real, -arena, 1))
+    counts = xp.stack([ends[-1], arena.sum(), text_ends[-1]])
+    n, total, text_total = (int(v) for v in tail.fetch(counts)[0])
+    return SimpleNamespace(tasks=tasks[:n], pair=pair[:n], largest=largest[:n], bytes=total, text_bytes=text_total)

@@ -7,15 +7,15 @@
 //   3. envelopes (per envelope, single-domain regions included): rescore_isolated_domain.
 //   4. assemble (per pair): the domains in region and envelope order, HMMER's counts, the scores,
 //      and the size of the hit's serialized record;
-//   5. serialize (per pair): the record (serialize.cuh), at the offset the host gives.
+//   5. serialize (per pair): the record (serialize.cuh), at the offset the schedule gives.
 // The results are HMMER's bit for bit: every item runs the serial code of one thread, and what
 // an item shares with others of its pair (the per-residue null2 scores) is written by one stage
 // and read by a later one, over disjoint residue ranges.
 //
 // Thread → data: a lane group (4 threads, lanegroup.cuh) per pair for the parsers of stage 1,
-// then its thread 0; one thread per item otherwise; the host orders items by decreasing size. Memory: a pair's
+// then its thread 0; one thread per item otherwise; the schedule orders items by decreasing size. Memory: a pair's
 // space (PairSpace) lives from stage 1 to stage 4; a region's or envelope's arena only for its
-// stage, at an offset the host gives (sized by the item, not by the target).
+// stage, at an offset the schedule gives (sized by the item, not by the target).
 #pragma once
 #include "parsers.cuh"
 #include "serialize.cuh"

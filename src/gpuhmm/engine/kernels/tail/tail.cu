@@ -2,7 +2,7 @@
 // five kernels of stages.cuh: parse, regions, envelopes, assemble, serialize, launched in that order.
 //
 // Thread → data: stage 1 gives each pair a lane group of 4 threads; the other stages give each
-// item (a pair, a multi-domain region or an envelope; the host orders them by decreasing size)
+// item (a pair, a multi-domain region or an envelope; the schedule orders them by decreasing size)
 // `spread` threads of which the first runs it serially in its own arena. Lane width:
 // HMMER's 4 float32 lanes, as loops (common.cuh). Rounding: compiled without fused multiply-adds
 // (-fmad=false) and without flush-to-zero, so every operation is the IEEE float32 or double
