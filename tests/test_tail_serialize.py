@@ -220,3 +220,15 @@ def test_names_pass_through_as_bytes(tail_cases, tmp_path):
     assert next(hit for hit in made if hit.accession).accession == "ACC0001.1"
     assert {(d.alignment.hmmacc, d.alignment.hmmdesc) for hit in made for d in hit.domains} == {("", "")}
     assert all(d.alignment.rfline is not None for hit in made for d in hit.domains)
+
+
+def test_name_tables_take_and_join_as_lists_do():
+    strings = [b"", b"a", b"bc", b"\xe9def", b"", b"ghij"]
+    table = serialized.NameTable(strings)
+    chosen = [5, 0, 3, 3, 1]
+    taken = table.take(chosen)
+    assert [taken[i] for i in range(len(chosen))] == [strings[i] for i in chosen]
+    joined = serialized.NameTable.joined([taken, table, serialized.NameTable([])])
+    expected = [strings[i] for i in chosen] + strings
+    assert [joined[i] for i in range(len(expected))] == expected
+    assert len(joined.offsets) == len(expected) + 1

@@ -14,6 +14,7 @@ import pyhmmer.plan7
 from ..db.index import FirstPositions
 from ..engine.filters import FilterOutcome, FilterShard, filter_stages
 from ..hits.text import hit_text
+from ..stages.tail.serialized import NameTable, take_ranges
 
 log = logging.getLogger("gpuhmm")
 
@@ -47,6 +48,7 @@ class ResidentShard:
         self._filter_lock = threading.Lock()
         self._block = None
         self._positions = None
+        self._names = None  # the shard's NameTable, in shard order
         self._lazy_lock = threading.Lock()
 
     def footprint(self):
@@ -116,20 +118,21 @@ class ResidentShard:
         shard_index = self._file_order[positions]
         return self._shard.offsets[shard_index + 1] - self._shard.offsets[shard_index]
 
-    def names(self, positions):
-        """(name, accession, description) of the sequences at block `positions`, as bytes, as
-        `hits.text.sequence_text` reads them from their pyhmmer sequences (b"" where unset)."""
-        shard, indices = self._shard, self._file_order[positions].tolist()
-        accessions = [b""] * len(indices) if shard.accessions is None else [shard.accessions[i] or b"" for i in indices]
-        return [(shard.names[i], accession, shard.descriptions[i]) for i, accession in zip(indices, accessions)]
+    def tail_names(self, positions):
+        """The `serialized.NameTable` of the sequences at block `positions`: name, accession and
+        description each, as `hits.text.sequence_text` reads them from their pyhmmer sequences."""
+        with self._lazy_lock:
+            if self._names is None:
+                shard = self._shard
+                accessions = shard.accessions or [b""] * len(shard.names)
+                texts = zip(shard.names, accessions, shard.descriptions)
+                self._names = NameTable(text or b"" for triple in texts for text in triple)
+        strings = 3 * self._file_order[positions]
+        return self._names.take((strings[:, None] + np.arange(3)).reshape(-1))
 
     def tail_sequences(self, positions):
         """(residues, offsets) of the sequences at block `positions`, one after another."""
-        shard_index = self._file_order[positions]
-        starts, ends = self._shard.offsets[shard_index], self._shard.offsets[shard_index + 1]
-        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
-        pieces = [self._shard.residues[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
-        return (np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)), offsets
+        return take_ranges(self._shard.residues, self._shard.offsets, self._file_order[positions])
 
 
 class ResidentShards:

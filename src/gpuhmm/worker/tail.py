@@ -23,13 +23,13 @@ def finish(queue, shard, models, filter_models, outcomes, pipeline, pipeline_key
     Pipeline, made from `pipeline_key` (alphabet, arguments)."""
     job = TailJob(shard, models, [f.striped for f in filter_models], outcomes, pipeline_key)
     queue.finish(job)
-    found = []
+    found, gpu_records = [], job.gpu_records()
     for m, model in enumerate(models):
         pairs = np.flatnonzero(job.model == m)  # in the order the targets were searched
         on_gpu = job.finished[pairs] == ON_GPU
         pieces = list(job.host_hits[m])
         if on_gpu.any() or not pieces:
-            buffers = [job.records[p] for p in pairs.tolist() if p in job.records]
+            buffers = [gpu_records[p] for p in pairs.tolist() if p in gpu_records]
             pieces.insert(0, records.tophits_of_buffers(model, buffers, job.settings(m, pipeline)))
         hits = pieces[0].merge(*pieces[1:]) if len(pieces) > 1 else pieces[0]
         found.append((hits, int(on_gpu.sum()), int(job.passed[pairs][on_gpu].sum())))

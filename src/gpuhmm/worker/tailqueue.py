@@ -18,6 +18,7 @@ the GPU never holds the pairs it would finish last.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 
@@ -50,6 +51,11 @@ GPU_LATENCY = 0.3
 #: regions and envelopes): a batch lasts at least this times its costliest pair.
 GPU_CHAIN_SECONDS = 1e-6
 
+#: The interpreter's switch interval (seconds) while a queue runs, at most: a feeder thread waits
+#: for the interpreter lock after each wait for its stream, and Python's default 5 ms, paid at
+#: each of a batch's steps while the host's threads run, starves the GPU (RESULTS.md).
+SWITCH_SECONDS = 5e-5
+
 #: Who finished a pair.
 PENDING, ON_GPU, ON_HOST = range(3)
 
@@ -80,7 +86,7 @@ class TailJob:
         self.handed_back = np.setdiff1d(np.arange(len(self.model)), on_gpu).tolist()
         self.finished = np.full(len(self.model), PENDING, np.int8)
         self.passed = np.zeros(len(self.model), bool)  # past F3, for the pairs the GPU finished
-        self.records = {}  # pair → its serialized hit (pyhmmer VectorU8), where the GPU reported one
+        self.gpu_hits = []  # (pairs, readback.Finished, their indices there): the GPU's reported hits
         self.host_hits = [[] for _ in models]  # per model, pyhmmer's TopHits of the pairs it finished
         self.remaining = len(self.model)
         self.in_flight = 0  # pairs taken and not yet finished or handed back
@@ -96,13 +102,19 @@ class TailJob:
     def pending(self):
         return self.lo < self.hi or bool(self.handed_back)
 
-    def finished_by(self, pair, side):
-        """Marks `pair` finished by `side` (ON_GPU, ON_HOST); a pair finished twice is a defect."""
-        if self.finished[pair] != PENDING:
-            raise RuntimeError(f"the tail queue finished pair {pair} twice")
-        self.finished[pair] = side
-        self.remaining -= 1
-        self.in_flight -= 1
+    def finished_by(self, pairs, side):
+        """Marks `pairs` finished by `side` (ON_GPU, ON_HOST); a pair finished twice is a defect."""
+        pairs, counts = np.unique(np.asarray(pairs, np.int64), return_counts=True)
+        twice = pairs[(counts > 1) | (self.finished[pairs] != PENDING)]
+        if len(twice):
+            raise RuntimeError(f"the tail queue finished pair {int(twice[0])} twice")
+        self.finished[pairs] = side
+        self.remaining -= len(pairs)
+        self.in_flight -= len(pairs)
+
+    def gpu_records(self):
+        """{pair: its serialized hit (pyhmmer VectorU8)} for the pairs the GPU reported a hit of."""
+        return {int(pair): finished.record(p) for pairs, finished, at in self.gpu_hits for pair, p in zip(pairs, at)}
 
     def settings(self, model, pipeline):
         """Model `model`'s TopHits pipeline settings (`records.pipeline_settings`), made with
@@ -133,6 +145,7 @@ class TailQueue:
         self._changed = threading.Condition()
         self._jobs = []  # the jobs with pairs pending
         self._host = [HOST_COST_RATE * PRIOR_SECONDS, PRIOR_SECONDS]  # [cost, seconds] of one thread, prior first
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_SECONDS))
         for index in range(feeders):
             threading.Thread(target=self._feed, name=f"gpuhmm-tail-feeder-{index}", daemon=True).start()
 
@@ -204,8 +217,7 @@ class TailQueue:
         seconds = time.perf_counter() - started
         with self._changed:
             try:
-                for pair in pairs:
-                    job.finished_by(pair, ON_HOST)
+                job.finished_by(pairs, ON_HOST)
             except RuntimeError as error:
                 job.error = error
             job.host_hits[model].append(hits)
@@ -268,35 +280,38 @@ class TailQueue:
         started = time.perf_counter()
         batch = _batch(taken, self._pipelines)
         built = time.perf_counter()
-        timing = {}
+        timing, finished = {}, None
         try:
-            results = readback.read_back(batch, self.engine.tail(batch, timing))
+            outputs = self.engine.tail(batch, timing)
+            ran = time.perf_counter()
+            finished = readback.read_back(batch, outputs)
+            timing["run"], timing["read"] = ran - built, time.perf_counter() - ran
         except MemoryError as error:  # CuPy's OutOfMemoryError: pyhmmer finishes these pairs
             log.warning("GPU out of memory in the domain stages (%s); %d pairs go to pyhmmer", error, len(batch.pairs))
-            results = [(launch.CAPACITY, False, None)] * len(batch.pairs)
         seconds = time.perf_counter() - started
-        pairs = [(job, int(pair)) for job, chosen in taken for pair in chosen]
         with self._changed:
-            for (job, pair), (status, passed, record) in zip(pairs, results):
-                if status != launch.OK:
-                    job.handed_back.append(pair)
-                    job.in_flight -= 1
+            at = 0
+            for job, chosen in taken:
+                part = np.arange(at, at + len(chosen))
+                at += len(chosen)
+                ok = np.zeros(len(chosen), bool) if finished is None else finished.status[part] == launch.OK
+                if not ok.all():
+                    job.handed_back.extend(chosen[~ok].tolist())
+                    job.in_flight -= int((~ok).sum())
                     if job not in self._jobs:
                         self._jobs.append(job)
-                    continue
-                job.finished_by(pair, ON_GPU)
-                job.passed[pair] = passed
-                if record is not None:
-                    job.records[pair] = record
-            for job, chosen in taken:  # each job's share of the batch
-                share = len(chosen) / len(pairs)
-                for name, value in (
+                job.finished_by(chosen[ok], ON_GPU)
+                if finished is not None:
+                    job.passed[chosen[ok]] = finished.passed[part[ok]]
+                    reported = ok & finished.reported[part]
+                    job.gpu_hits.append((chosen[reported], finished, part[reported]))
+                for name, value in (  # the job's share of the batch
                     ("batch_count", 1),
                     ("batch", seconds),
                     ("batch_build", built - started),
                     *timing.items(),
                 ):
-                    job.add(f"tail_gpu_{name}", share * value)
+                    job.add(f"tail_gpu_{name}", len(chosen) / len(batch.pairs) * value)
             self._changed.notify_all()
 
 
@@ -304,23 +319,24 @@ def _batch(taken, pipelines):
     """The `launch.TailBatch` of [(job, pairs)]: the jobs' models and sequences, each once;
     `pipelines(alphabet, arguments)` is this thread's pyhmmer Pipeline."""
     profiles, settings, pair_model, pair_sequence, scores = [], [], [], [], []
-    residues, offsets, names, used = [], [np.zeros(1, np.int64)], [], 0
+    residues, offsets, names, used, sequences = [], [np.zeros(1, np.int64)], [], 0, 0
     for job, pairs in taken:
         models, model_index = np.unique(job.model[pairs], return_inverse=True)
         pair_model.append(model_index + len(profiles))
         profiles += [job.profiles[m] for m in models.tolist()]
         settings += [job.settings(m, pipelines(*job.pipeline_key)) for m in models.tolist()]
         positions, sequence_index = np.unique(job.position[pairs], return_inverse=True)
-        pair_sequence.append(sequence_index + len(names))
+        pair_sequence.append(sequence_index + sequences)
+        sequences += len(positions)
         sequence_residues, sequence_offsets = job.shard.tail_sequences(positions)
         residues.append(sequence_residues)
         offsets.append(sequence_offsets[1:] + used)
         used += int(sequence_offsets[-1])
-        names += job.shard.names(positions)
+        names.append(job.shard.tail_names(positions))
         scores.append(job.score[pairs])
     return launch.TailBatch.build(
         launch.ModelPack(profiles),
-        (np.concatenate(residues), np.concatenate(offsets), NameTable(text for triple in names for text in triple)),
+        (np.concatenate(residues), np.concatenate(offsets), NameTable.joined(names)),
         np.concatenate(pair_model),
         np.concatenate(pair_sequence),
         np.concatenate(scores),

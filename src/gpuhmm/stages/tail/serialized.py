@@ -32,15 +32,38 @@ class RecordSettings(ctypes.Structure):
     ]
 
 
+def take_ranges(values, offsets, indices):
+    """Ranges `indices` of `values` (range i: values[offsets[i]:offsets[i + 1]]) end to end, and
+    where each starts (int64, one more than the ranges)."""
+    starts, sizes = offsets[indices], offsets[np.asarray(indices) + 1] - offsets[indices]
+    taken = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=taken[1:])
+    return values[np.repeat(starts - taken[:-1], sizes) + np.arange(taken[-1])], taken
+
+
 class NameTable:
     """Byte strings in one uint8 `blob` for upload: string i is `blob[offsets[i]:offsets[i + 1]]`
     (`offsets`: int64, one more than the strings)."""
 
-    def __init__(self, strings):
-        strings = [bytes(s) for s in strings]
-        self.offsets = np.zeros(len(strings) + 1, np.int64)
-        self.offsets[1:] = np.cumsum([len(s) for s in strings], dtype=np.int64)
-        self.blob = np.frombuffer(bytearray(b"".join(strings)), np.uint8)
+    def __init__(self, strings=(), blob=None, offsets=None):
+        if blob is None:
+            strings = [bytes(s) for s in strings]
+            offsets = np.zeros(len(strings) + 1, np.int64)
+            offsets[1:] = np.cumsum([len(s) for s in strings], dtype=np.int64)
+            blob = np.frombuffer(bytearray(b"".join(strings)), np.uint8)
+        self.blob, self.offsets = blob, offsets
+
+    def take(self, indices):
+        """The table of strings `indices`, in that order."""
+        return NameTable(None, *take_ranges(self.blob, self.offsets, indices))
+
+    @classmethod
+    def joined(cls, tables):
+        """The strings of `tables`, one table after another."""
+        sizes = [np.diff(t.offsets) for t in tables]
+        offsets = np.zeros(sum(len(s) for s in sizes) + 1, np.int64)
+        np.cumsum(np.concatenate(sizes + [np.zeros(0, np.int64)]), out=offsets[1:])
+        return cls(None, np.concatenate([t.blob for t in tables] + [np.zeros(0, np.uint8)]), offsets)
 
     @classmethod
     def of(cls, items):
