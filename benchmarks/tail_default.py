@@ -7,7 +7,8 @@ Run on the GPU machine, from the repository root:
     python benchmarks/tail_default.py
 
 Workloads, each `gpuhmm search` (or `phmmer`) `--backend gpu --cpu N` from files to the three
-tables, the two variants alternating, `--repeats` times each (the median is reported):
+tables, after one untimed search (which compiles the kernels for the models' lengths), the two
+variants alternating, `--repeats` times each (the median is reported):
 
 - `largest`: the `--largest` longest models of `--models` × the proteome;
 - `long_queries`: `gpuhmm phmmer` with the proteome's `--queries` longest proteins as queries
@@ -17,7 +18,7 @@ tables, the two variants alternating, `--repeats` times each (the median is repo
 Writes benchmarks/results/tail-default-<gpu>.json (or --out):
 
     {"benchmark": "tail_default", "gpu", "date", "command", "host", "threads", "repeats",
-     "workloads": {name: {"command", "default_s": [...], "domaindef_cpu_s": [...],
+     "workloads": {name: {"command", "warmup_s", "default_s": [...], "domaindef_cpu_s": [...],
                           "default_median_s", "domaindef_cpu_median_s", "ratio",
                           "pairs_finished_on_gpu", "pairs_to_pyhmmer", "tables_identical"}},
      "slowest_ratio", "errors"}
@@ -122,6 +123,9 @@ def main(argv=None):
 
         def measure(name=name, prepare=prepare, command=command, queries=queries, targets=targets):
             record = {"inputs": prepare(), "default_s": [], "domaindef_cpu_s": []}
+            # untimed: the first search of a workload compiles the kernels for its models' lengths
+            _, warmup, _, _ = timed_gpuhmm(command, work / f"{name}-warmup", queries, targets, place.env)
+            record["warmup_s"] = round(warmup, 3)
             for repeat in range(args.repeats):
                 for variant, extra in (("default", []), ("domaindef_cpu", ["--domaindef", "cpu"])):
                     directory = work / f"{name}-{variant}-{repeat}"
