@@ -316,7 +316,9 @@ def test_resident_shards_keep_within_their_budget(tmp_path):
 
 
 def test_a_search_whose_shards_do_not_all_fit_still_gives_hmmsearchs_tables(tmp_path, caplog):
+    """A makedb database's shards, held in turn (a sequence file that large streams instead)."""
     outputs = {kind: tmp_path / f"out.{kind}" for kind in TABLES}
+    assert main(["makedb", "--shards", "3", str(DATA / "proteins.faa"), str(tmp_path / "db")]) == 0
     gpuhmm_log = logging.getLogger("gpuhmm")
     gpuhmm_log.addHandler(caplog.handler)  # the CLI's own handler does not propagate
     caplog.set_level(logging.INFO, logger="gpuhmm")
@@ -328,15 +330,13 @@ def test_a_search_whose_shards_do_not_all_fit_still_gives_hmmsearchs_tables(tmp_
                 "cpu",
                 "--cpu",
                 "2",
-                "--db-shards",
-                "3",
                 "--model-shards",
                 "3",
                 "--shard-memory",
                 "0.000001",
                 *[word for kind, path in outputs.items() for word in (f"--{kind}", str(path))],
                 str(DATA / "pfam-test.h3m.gz"),
-                str(DATA / "proteins.faa"),
+                str(tmp_path / "db"),
             ]
         )
     finally:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pyhmmer.errors import MissingCutoffs
 
-from . import iterative, jackhmmer_options, local
+from . import iterative, jackhmmer_options, local, streamed
 from .cluster import available_cpus, start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models
@@ -194,7 +194,8 @@ class _Run:
     hmms: list
     searched: object  # the models as tasks take them: `hmms`, or a `ModelsOnDisk` of them
     inputs: tuple  # the queries and sequences as read: files named, streams' copies, or in memory
-    database: object = None
+    database: object = None  # a db.database one, or the db.stream.StreamedFile a streamed search read
+    streamed: bool = False  # the search streams its sequence file (`streamed.chosen`)
     stages: list = dataclasses.field(default_factory=list)
 
     def timed(self, name, started):
@@ -248,12 +249,16 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         on_disk = searched if isinstance(searched, models.ModelsOnDisk) else None
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
-        started = time.perf_counter()
-        run.database = _open_database(
-            sequences_path, job.sequences_format, hmms, engine.db_shards, cleanup, executor, job.read_ahead
-        )
         run.inputs = (queries_path, sequences_path)
-        run.timed("database", started)
+        run.streamed = streamed.chosen(
+            job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory
+        )
+        if not run.streamed:
+            started = time.perf_counter()
+            run.database = _open_database(
+                sequences_path, job.sequences_format, hmms, engine.db_shards, cleanup, executor, job.read_ahead
+            )
+            run.timed("database", started)
         if engine.backend == "auto":
             log.info(auto_choice(run.backend, cells, cpus))
         if engine.domaindef == "gpu" and run.backend == "cpu":
@@ -311,23 +316,22 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
     read where its tables open without the column header."""
     options, outputs = job.options, job.outputs
     with _prepared(job, read_models, models_reread) as run:
-        database, hmms = run.database, run.hmms
+        hmms = run.hmms
         model_shards = max(1, min(job.engine.model_shards, len(hmms))) if job.engine.model_shards else None
         cluster = run.executor.describe()
-        log.info(
-            "%d model(s), %d nodes × %d sequence(s), %d residues in %d shard(s); %s backend; %s",
-            len(hmms),
-            sum(hmm.M for hmm in hmms),
-            database.sequences,
-            database.residues,
-            len(database.shards),
-            run.backend,
-            cluster,
-        )
         searching = time.time()
-        result = run_search(
-            run.searched, database, options, run.executor, model_shards, run.cpus, run.backend, job.engine.domains_on
-        )
+        if run.streamed:
+            arguments = options.pipeline_arguments()
+            path, alphabet = run.inputs[1], hmms[0].alphabet
+            result, run.database = streamed.search(hmms, path, alphabet, job.sequences_format, arguments, run.cpus)
+            _searched(hmms, run, cluster, "streamed in")
+        else:
+            _searched(hmms, run, cluster, "in")
+            result = run_search(
+                run.searched, run.database, options, run.executor, model_shards, run.cpus, run.backend,
+                job.engine.domains_on,
+            )  # fmt: skip
+        database = run.database
         run.executor.close_in_background()
         run.stages.append({"name": "search", "seconds": result.wall_seconds})
         first_kernel = local.first_kernel_seconds(STATE.gpu_engine if run.executor.in_process else None, searching)
@@ -360,6 +364,23 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
                 raise KeyboardInterrupt("every output but the shuffle table was written") from None
             tables.write_outputs(merged, {"shuffle_out": outputs.shuffle_out}, shuffled=shuffled)
     return merged
+
+
+def _searched(hmms, run, cluster, how):
+    """Logs what the search covers: models, sequences, how the database was held."""
+    database = run.database
+    log.info(
+        "%d model(s), %d nodes × %d sequence(s), %d residues %s %d %s; %s backend; %s",
+        len(hmms),
+        sum(hmm.M for hmm in hmms),
+        database.sequences,
+        database.residues,
+        how,
+        len(database.shards),
+        "block(s)" if run.streamed else "shard(s)",
+        run.backend,
+        cluster,
+    )
 
 
 def _searched_how(job, run, record):

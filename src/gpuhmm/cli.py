@@ -148,11 +148,12 @@ def _search(args, command):
 def _start_reading(args, executor, format):
     """A helper process reading the sequence file (in `format`, None: detected) into the shards
     that workers of this process will hold, started before the imports (`db.readahead`); None
-    for a makedb database, for a cluster's workers, which read database files, and for a file
-    too large to gain from it."""
+    for a makedb database, for a cluster's workers, which read database files, for a file too
+    large to gain from it, and for one a search on this process's CPU threads streams."""
     from .db.format import MANIFEST
     from .db.inputs import is_stream
     from .db.readahead import READ_AHEAD_MAX_BYTES, ReadAhead
+    from .db.stream import streams
 
     sequences = Path(args.seqfile)
     if (
@@ -161,6 +162,12 @@ def _start_reading(args, executor, format):
         and sequences.is_file()
         and sequences.name != MANIFEST
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
+        and not (
+            executor.gpus == 0
+            and args.command in ("search", "phmmer")
+            and not args.shuffle_out
+            and streams(sequences, args.shard_memory)
+        )
     ):
         return ReadAhead(sequences, args.db_shards, format)
     return None

@@ -221,7 +221,8 @@ def _add_search_arguments(parser, program="hmmsearch"):
         type=_gigabytes,
         metavar="GB",
         help="memory each worker may keep database shards resident in; the least recently used "
-        "go first [half the GPU's memory; on the CPU backend, half the host's]",
+        "go first; a larger sequence file (or one of 64 MB) streams through a search on this "
+        "process's CPU threads [half the GPU's memory; on the CPU backend, half the host's]",
     )
     if searching:
         engine.add_argument(

@@ -68,7 +68,7 @@ def guess_alphabet(path, format=None):
     """Easel's guess of the alphabet name of a sequence file, or None when it cannot tell."""
     with contextlib.ExitStack() as stack:
         try:
-            handle, _ = _open_easel(path, None, _easel_format(path, format), stack)
+            handle, _ = open_easel(path, None, easel_format(path, format), stack)
         except _UndeterminedAlphabet:
             return None
         return alphabet_name(handle.alphabet)
@@ -78,14 +78,14 @@ class _UndeterminedAlphabet(GpuhmmError):
     pass
 
 
-def _easel_format(path, format):
+def easel_format(path, format):
     """The format Easel is told to read: the asserted one, else the one Easel takes from a name
     ending in `.fa` or `.gb` before it looks at the text, else None, for Easel to detect."""
     named = [named for suffix, named in _NAMED_FORMATS.items() if str(path).endswith(suffix)]
     return format or (named[0] if named else None)
 
 
-def _open_easel(path, alphabet, format, stack):
+def open_easel(path, alphabet, format, stack):
     """An Easel reader of `format` (None: detected) on `path`, and the `InputFile` under it."""
     path = Path(path)
     if not path.exists():
@@ -100,13 +100,13 @@ def _open_easel(path, alphabet, format, stack):
         raise GpuhmmError(path, f"cannot read sequence file ({error.strerror or error})") from None
     if format is None and not isinstance(source.source, Path):  # a stream, which Easel reads once
         format = _first_line_format(path, source.compressed)
-    with _easel_errors(path, source, format):
+    with easel_errors(path, source, format):
         handle = pyhmmer.easel.SequenceFile(source.source, format, digital=True, alphabet=alphabet)
     return stack.enter_context(handle), source
 
 
 @contextlib.contextmanager
-def _easel_errors(path, source, format):
+def easel_errors(path, source, format):
     """pyhmmer's and gzip's reading errors, as one-line errors naming the file and the format
     it was read in (None: not yet detected).
 
@@ -198,7 +198,7 @@ class _Parsed:
 def read_sequence_file(path, alphabet_name_or_none, format=None):
     """The sequences of `path` as `_Parsed` columns, and the Easel alphabet they are in (the one
     named, else Easel's guess); `format` is Easel's name of the asserted format, or None."""
-    format = _easel_format(path, format)
+    format = easel_format(path, format)
     name = alphabet_name_or_none or guess_alphabet(path, format)
     alphabet = ALPHABETS[name]() if name else None
     plain = alphabet is not None and format in (None, "fasta")
@@ -207,24 +207,29 @@ def read_sequence_file(path, alphabet_name_or_none, format=None):
         parsed, alphabet = _read_with_easel(path, alphabet, format)
     if not parsed.names:
         raise GpuhmmError(path, "sequence file holds no sequences")
-    lengths = parsed.lengths
-    if lengths.max() > MAX_TARGET_LENGTH:
+    check_lengths(path, parsed.lengths, parsed.names.__getitem__)
+    return parsed, alphabet
+
+
+def check_lengths(path, lengths, name):
+    """Fails on the longest of `lengths` (a numpy array) if it passes what HMMER's pipeline takes;
+    `name(i)` is sequence i's name."""
+    if len(lengths) and lengths.max() > MAX_TARGET_LENGTH:
         longest = int(np.argmax(lengths))
         raise GpuhmmError(
             path,
-            f"sequence {shown(parsed.names[longest])!r} has {int(lengths[longest]):,} residues; "
+            f"sequence {shown(name(longest))!r} has {int(lengths[longest]):,} residues; "
             f"HMMER's comparison pipeline stops at {MAX_TARGET_LENGTH:,} (hmmsearch fails with "
             f"'Target sequence length > 100K'); use nhmmer for long nucleotide targets",
         )
-    return parsed, alphabet
 
 
 def _read_with_easel(path, alphabet, format):
     names, accessions, descriptions, residues = [], [], [], []
     with contextlib.ExitStack() as stack:
-        handle, source = _open_easel(path, alphabet, format, stack)
+        handle, source = open_easel(path, alphabet, format, stack)
         alphabet = handle.alphabet
-        with _easel_errors(path, source, format or handle.format):
+        with easel_errors(path, source, format or handle.format):
             for sequence in handle:
                 # A copy, so that each Easel sequence is freed as soon as it is read.
                 residues.append(bytes(sequence.sequence))

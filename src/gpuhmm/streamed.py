@@ -1,0 +1,108 @@
+"""hmmsearch's way with a large sequence file on the CPU: the targets read in blocks
+(`db.stream`) while threads search the blocks already read, each through pyhmmer's whole
+pipeline (`p7_Pipeline`, as hmmsearch's worker threads run it), so that the host holds a few
+blocks, never the database, and every thread works whatever the number of models.
+
+Each block's hits keep what hmmsearch keeps, by their file positions (`tophits.as_hmmsearch_keeps`),
+and a model's blocks merge as a database's shards do: their automatic Z sums to the file's.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import time
+from pathlib import Path
+
+from .db import stream
+from .db.format import MANIFEST
+from .db.models import balance_by_length
+from .hits import tophits
+from .hits.text import hit_text, sequence_text
+from .search import SearchResult
+from .worker.state import STATE, worker_name
+
+#: Block searches queued ahead of the searching threads, per thread.
+AHEAD_PER_THREAD = 2
+
+
+def chosen(program, backend, executor, shuffle_out, sequences, shard_memory):
+    """Whether a search streams its sequence file: hmmsearch or phmmer on this process's CPU
+    threads, of a file `db.stream.streams` picks, with no shuffle to run on it."""
+    path = Path(sequences)
+    return (
+        program in ("hmmsearch", "phmmer")
+        and backend == "cpu"
+        and executor.in_process
+        and not shuffle_out
+        and path.is_file()
+        and path.name != MANIFEST
+        and stream.streams(path, shard_memory)
+    )
+
+
+def search(models, path, alphabet, format, arguments, threads):
+    """`models` (pyhmmer HMMs) against the sequence file `path` (in `format`, None: detected),
+    digitized in `alphabet`, on `threads` threads: the `search.SearchResult` (per model, the
+    kept hits of each block, in file order) and the `db.stream.StreamedFile` read."""
+    started, started_at = time.perf_counter(), time.time()
+    read = stream.StreamedFile()
+    result = SearchResult(hits_by_model=[[] for _ in models])
+    # Each block is searched by model groups, a thread's each: few blocks keep every thread busy.
+    groups = [group for group in balance_by_length([model.M for model in models], min(threads, len(models))) if group]
+
+    def gather(group, outcome):
+        kept, seconds, cpu_seconds, residues = outcome
+        for position, (state, counts) in zip(group, kept):
+            result.hits_by_model[position].append(tophits.attached(state, models[position]))
+            for name, count in counts.items():
+                result.filter_counts[name] = result.filter_counts.get(name, 0) + count
+        result.tasks += 1
+        result.task_seconds += seconds
+        result.cells += sum(models[position].M for position in group) * residues
+        worker = result.workers.setdefault(worker_name(), {"tasks": 0, "busy_s": 0.0, "busy_cpu_s": 0.0})
+        worker["tasks"] += 1
+        worker["busy_s"] = round(worker["busy_s"] + seconds, 3)
+        worker["busy_cpu_s"] = round(worker["busy_cpu_s"] + cpu_seconds, 3)
+
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gpuhmm-stream") as pool:
+        pending = collections.deque()
+        for first, block, residues in stream.blocks(path, alphabet, format, read):
+            for group in groups:
+                searched = [models[position] for position in group]
+                task = pool.submit(_search_block, searched, block, first, residues, alphabet, arguments)
+                pending.append((group, task))
+            while len(pending) > AHEAD_PER_THREAD * threads:
+                group, task = pending.popleft()
+                gather(group, task.result())
+        while pending:
+            group, task = pending.popleft()
+            gather(group, task.result())
+    for worker in result.workers.values():
+        worker.update(first_start_s=0.0, last_end_s=round(time.time() - started_at, 3))
+    result.wall_seconds = time.perf_counter() - started
+    return result, read
+
+
+def _search_block(models, block, first, residues, alphabet, arguments):
+    """Every model against one block of `residues` whose first sequence is at file position
+    `first` (0-based): per model its kept hits and statistics, the seconds and CPU seconds taken,
+    the residues."""
+    started, started_cpu = time.perf_counter(), time.thread_time()
+    pipeline = STATE.pipeline(alphabet, arguments)
+    positions = None
+
+    def file_position(hit):
+        """1-based: the first sequence of the block with the hit's name and length."""
+        nonlocal positions
+        if positions is None:
+            positions = {}
+            for index, sequence in enumerate(block):
+                positions.setdefault((sequence_text(sequence)[0], len(sequence)), first + index + 1)
+        return positions[hit_text(hit)[0], hit.length]
+
+    kept = []
+    for model in models:
+        kept.append(tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, block), file_position))
+        pipeline.clear()
+    return kept, time.perf_counter() - started, time.thread_time() - started_cpu, residues
