@@ -1,0 +1,168 @@
+"""A few models against a large database of real proteins: wall time and peak memory of gpuhmm
+against the hmmsearch binary and pyhmmer, each on every thread of the host, in one run.
+
+Run from the repository root (no GPU needed):
+
+    python benchmarks/stream.py --models benchmarks/data/pfam-subset-2766.h3m.xz \
+        --proteome benchmarks/data/proteome-HG003687.faa --counts 1 --residues 2.7e8
+
+The database is `realdata.py`'s: the proteome, then mutated copies of it, to `--residues`,
+written as FASTA. The models are the first `--counts` of `--models` (one of 132 nodes for a
+count of 1, the size of a typical Pfam family). Each program runs from files to the three
+tables, `--repeats` times, alternating; its own process's peak resident memory is read from
+`wait4`. Tables are compared with the binary's.
+
+Writes benchmarks/results/stream-<host>.json (or --out):
+
+    {"benchmark": "stream", "date", "command", "gpu", "host", "threads", "runs": [{"models", "names",
+     "residues", "fasta_bytes", "<program>": {"command", "wall_s": [...], "median_s",
+     "peak_rss_mb": [...]}, "tables_identical", "gpuhmm_over_hmmsearch"}]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyhmmer
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from benchdb import write_fasta  # noqa: E402
+from cpu_vs_pyhmmer import compare_tables, cpu_model  # noqa: E402
+from endtoend import hmmsearch_command, host_tag, open_models, recorded, recorded_path, table_flags, table_paths  # noqa: E402
+from realdata import mutated_database  # noqa: E402
+
+REPO = HERE.parent
+PYHMMER = """\
+import sys, pyhmmer
+models, sequences, threads, tblout, domtblout, pfamtblout = sys.argv[1:]
+hmms = list(pyhmmer.plan7.HMMFile(models))
+with pyhmmer.easel.SequenceFile(sequences, digital=True, alphabet=hmms[0].alphabet) as targets:
+    found = list(pyhmmer.hmmsearch(hmms, targets, cpus=int(threads)))
+with open(tblout, "wb") as t, open(domtblout, "wb") as d, open(pfamtblout, "wb") as p:
+    for index, hits in enumerate(found):
+        hits.write(t, format="targets", header=index == 0)
+        hits.write(d, format="domains", header=index == 0)
+        hits.write(p, format="pfam", header=index == 0)
+"""
+
+
+# Runs a command as a child of a small process, which writes the child's peak resident KB: a
+# child forked or spawned from this process would count this process's pages as its own.
+LAUNCH = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def timed(command, env, log):
+    """(wall seconds, peak resident MB) of `command`, its errors in `log`; raises on failure."""
+    peak = Path(f"{log}.peak")
+    started = time.perf_counter()
+    with open(log, "wb") as errors:
+        done = subprocess.run([sys.executable, "-c", LAUNCH, str(peak), *command], stdout=subprocess.DEVNULL,
+                              stderr=errors, env=env)  # fmt: skip
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"{shlex.join(command)} failed:\n{Path(log).read_text(errors='replace')[-2000:]}")
+    return wall, int(peak.read_text()) / 1024
+
+
+def chosen_models(path, count, out):
+    with open_models(path) as handle:
+        hmms = list(handle)
+    picked = [next(hmm for hmm in hmms if hmm.M == 132)] if count == 1 else hmms[:count]
+    with open(out, "wb") as handle:
+        for hmm in picked:
+            hmm.write(handle, binary=True)
+    return [str(hmm.name) for hmm in picked[:3]]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=Path, required=True)
+    parser.add_argument("--proteome", type=Path, required=True)
+    parser.add_argument("--counts", default="1", help="model counts, comma-separated [1]")
+    parser.add_argument("--residues", default="2.7e8", help="database sizes in residues, comma-separated [2.7e8]")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    out = args.out or HERE / "results" / f"stream-{host_tag()}.json"
+    binary = shutil.which("hmmsearch")
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
+    )
+    result = {
+        "benchmark": "stream",
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join(["python3", *map(recorded_path, sys.argv)]),
+        "gpu": None,
+        "host": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "pyhmmer": pyhmmer.__version__},
+        "threads": args.threads,
+        "runs": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="gpuhmm-stream-") as scratch:
+        work = Path(scratch)
+        for residues in (int(float(r)) for r in args.residues.split(",")):
+            fasta = work / "db.faa"
+            sequences, offsets, headers, _ = mutated_database(args.proteome, residues, 0.15, 20261121)
+            write_fasta(fasta, sequences, offsets, headers)
+            del sequences, offsets, headers
+            for count in (int(c) for c in args.counts.split(",")):
+                models = work / "models.h3m"
+                run = {"models": count, "names": chosen_models(args.models, count, models), "residues": residues,
+                       "fasta_bytes": fasta.stat().st_size}  # fmt: skip
+                programs = ("gpuhmm", "hmmsearch", "pyhmmer")
+                for _ in range(args.repeats):
+                    for name in programs:
+                        command = program(name, table_paths(work / name), models, fasta, args.threads, binary)
+                        wall, rss = timed(command, env, work / f"{name}.log")
+                        entry = run.setdefault(
+                            name, {"command": recorded(command, work), "wall_s": [], "peak_rss_mb": []}
+                        )
+                        entry["wall_s"].append(round(wall, 3))
+                        entry["peak_rss_mb"].append(round(rss, 1))
+                        line = f"{count} model(s) x {residues:.3g} residues, {name}: {wall:.2f} s, {rss:.0f} MB"
+                        print(f"[stream] {line}", file=sys.stderr, flush=True)
+                for name in programs:
+                    run[name]["median_s"] = round(statistics.median(run[name]["wall_s"]), 3)
+                differences = compare_tables(work / "gpuhmm", work / "hmmsearch")
+                run["tables_identical"] = all(d is None for d in differences.values())
+                run["gpuhmm_over_hmmsearch"] = round(run["gpuhmm"]["median_s"] / run["hmmsearch"]["median_s"], 3)
+                result["runs"].append(run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"[stream] written {out}", file=sys.stderr)
+    return 0
+
+
+def program(name, paths, models, fasta, threads, binary):
+    """The command line of program `name`, its tables at `paths`."""
+    if name == "hmmsearch":
+        return hmmsearch_command(binary, threads, paths, models, fasta)
+    if name == "pyhmmer":
+        tables = [str(paths[flag]) for flag in ("tblout", "domtblout", "pfamtblout")]
+        return [sys.executable, "-c", PYHMMER, str(models), str(fasta), str(threads), *tables]
+    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), *table_flags(paths),
+            str(models), str(fasta)]  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
