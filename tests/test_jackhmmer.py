@@ -15,9 +15,10 @@ import pytest
 from pyhmmer.easel import Alphabet, SequenceFile
 
 import gpuhmm
-from gpuhmm import EngineSettings, JackhmmerOptions
+from gpuhmm import EngineSettings, JackhmmerOptions, streamed
 from gpuhmm import search as search_module
 from gpuhmm.cli import main
+from gpuhmm.db import stream
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -86,6 +87,22 @@ def _assert_golden(produced, case):
 @pytest.mark.parametrize("case", list(RUNS))
 def test_jackhmmer_identical_to_jackhmmer(tmp_path, monkeypatch, case):
     _assert_golden(_run_case(tmp_path, monkeypatch, case, "--backend", "cpu", *ENGINE), case)
+
+
+@pytest.mark.parametrize("case", list(RUNS))
+def test_jackhmmer_streaming_its_database_identical_to_jackhmmer(tmp_path, monkeypatch, case):
+    """Each round reads the file again in blocks of a few sequences (`streamed`), as the binary does."""
+    monkeypatch.setattr(stream, "BLOCK_RESIDUES", 5000)
+    rounds, search = [], streamed.search
+
+    def counted(*arguments):
+        rounds.append(arguments)
+        return search(*arguments)
+
+    monkeypatch.setattr(streamed, "search", counted)
+    engine = ("--backend", "cpu", "--cpu", "2", "--shard-memory", "0.000001")
+    _assert_golden(_run_case(tmp_path, monkeypatch, case, *engine), case)
+    assert rounds
 
 
 def test_jackhmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):

@@ -499,19 +499,28 @@ def jackhmmer(
         return started["models"]
 
     with _prepared(job, read, rounds=settings.max_iterations) as run:
+        held = (
+            "streamed"
+            if run.streamed
+            else f"{run.database.sequences} sequence(s) in {len(run.database.shards)} shard(s)"
+        )
         log.info(
-            "jackhmmer: %d query(ies), %d round(s) at most × %d sequence(s) in %d shard(s); %s backend; %s",
+            "jackhmmer: %d query(ies), %d round(s) at most × %s; %s backend; %s",
             len(started["queries"]),
             settings.max_iterations,
-            run.database.sequences,
-            len(run.database.shards),
+            held,
             run.backend,
             run.executor.describe(),
         )
 
         def search(hmms, number):
-            arguments = (options, run.executor, None, run.cpus, run.backend, engine.domains_on)
-            result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")
+            if run.streamed:
+                path, alphabet = run.inputs[1], hmms[0].alphabet
+                arguments = options.pipeline_arguments()
+                result, _ = streamed.search(hmms, path, alphabet, job.sequences_format, arguments, run.cpus)
+            else:
+                arguments = (options, run.executor, None, run.cpus, run.backend, engine.domains_on)
+                result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")
             return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
 
         rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)

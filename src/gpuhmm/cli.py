@@ -164,8 +164,8 @@ def _start_reading(args, executor, format):
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
         and not (
             executor.gpus == 0
-            and args.command in ("search", "phmmer")
-            and not args.shuffle_out
+            and args.command in ("search", "phmmer", "jackhmmer")
+            and not getattr(args, "shuffle_out", None)
             and streams(sequences, args.shard_memory)
         )
     ):

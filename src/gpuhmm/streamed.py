@@ -27,11 +27,12 @@ AHEAD_PER_THREAD = 2
 
 
 def chosen(program, backend, executor, shuffle_out, sequences, shard_memory):
-    """Whether a search streams its sequence file: hmmsearch or phmmer on this process's CPU
-    threads, of a file `db.stream.streams` picks, with no shuffle to run on it."""
+    """Whether a search streams its sequence file: hmmsearch, phmmer or jackhmmer (each round
+    reads the file again, as the binary does) on this process's CPU threads, of a file
+    `db.stream.streams` picks, with no shuffle to run on it."""
     path = Path(sequences)
     return (
-        program in ("hmmsearch", "phmmer")
+        program in ("hmmsearch", "phmmer", "jackhmmer")
         and backend == "cpu"
         and executor.in_process
         and not shuffle_out
