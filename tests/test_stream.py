@@ -62,3 +62,16 @@ def test_a_bad_residue_in_a_streamed_file_is_one_line_and_writes_nothing(tmp_pat
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and str(bad) in error[0], error
     assert not table.exists()
+
+
+def test_a_streamed_sequence_past_hmmers_length_fails_as_a_held_one(tmp_path, small_blocks, capsys):
+    long = tmp_path / "long.faa"
+    long.write_text(">short\nACDEFGHIKL\n>huge desc\n" + "ACDEFGHIKLMNPQRSTVWY" * 5001 + "\n")
+    errors = []
+    for memory in ("0.000001", "100"):  # streamed, then held
+        table = tmp_path / f"{memory}.tblout"
+        arguments = ["--backend", "cpu", "--cpu", "2", "--shard-memory", memory, "--tblout", str(table)]
+        assert main(["search", *arguments, str(DATA / "pfam-test.h3m.gz"), str(long)]) == 1
+        errors.append(capsys.readouterr().err.strip().splitlines())
+        assert not table.exists()
+    assert len(errors[0]) == 1 and errors[0] == errors[1] and "'huge' has 100,020 residues" in errors[0][0]

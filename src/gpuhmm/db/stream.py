@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GpuhmmError
+from ..hits.text import sequence_text
 from .fasta import check_lengths, easel_errors, easel_format, open_easel
 
 #: Residues a block holds at most (one sequence more where it is longer).
@@ -49,7 +50,7 @@ def blocks(path, alphabet, format, read):
         with easel_errors(path, source, format or handle.format):
             while block := handle.read_block(residues=BLOCK_RESIDUES):
                 longest = block.largest()
-                check_lengths(path, np.array([len(longest)]), lambda _, name=longest.name: name)
+                check_lengths(path, np.array([len(longest)]), lambda _, name=sequence_text(longest)[0]: name)
                 position, residues = read.sequences, block.total_length()
                 read.sequences += len(block)
                 read.residues += residues
