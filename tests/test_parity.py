@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
 
+import pyhmmer
 import pytest
 
 from gpuhmm import search
+from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 from gpuhmm.worker.state import SIEVE_SHARE
 
 from helpers.cli import golden_runs, run_golden
+from helpers.data import DATA, TABLES, binary_models, hmmer_binary, table_body
 
 RUNS = golden_runs()
 
@@ -84,3 +89,23 @@ def test_a_share_of_a_workers_threads_runs_ssv_at_once(tmp_path, monkeypatch):
 @pytest.mark.parametrize("run,case", [(run, case) for run in RUNS for case in RUNS[run]["cases"]])
 def test_gpu_backend_identical_to_hmmsearch(tmp_path, run, case):
     run_golden(tmp_path, "search", run, case, *_engine(3, 2, backend="gpu"))
+
+
+@pytest.mark.parametrize("models", [1, 2])
+def test_fewer_models_than_threads_split_the_shard_as_hmmsearch_reads_it(tmp_path, models):
+    """Each of few models' tasks is cut into runs of consecutive sequences, a thread's each; the
+    tables stay hmmsearch's, the automatic Z and the kept hits' file positions included."""
+    with pyhmmer.plan7.HMMFile(DATA / "pfam-test.h3m.gz") as handle:
+        hmm_file = binary_models(list(handle)[:models], tmp_path)
+    ours = {kind: tmp_path / f"ours.{kind}" for kind in TABLES}
+    theirs = {kind: tmp_path / f"theirs.{kind}" for kind in TABLES}
+    summary = tmp_path / "summary.json"
+    words = [word for kind, path in ours.items() for word in (f"--{kind}", str(path))]
+    arguments = ["search", "--backend", "cpu", "--cpu", "4", "--summary", str(summary), *words]
+    assert main([*arguments, str(hmm_file), str(DATA / "proteins.faa")]) == 0
+    binary = [hmmer_binary("hmmsearch"), "-o", "/dev/null"]
+    binary += [word for kind, path in theirs.items() for word in (f"--{kind}", str(path))]
+    subprocess.run([*binary, str(hmm_file), str(DATA / "proteins.faa")], check=True)
+    for kind in TABLES:
+        assert table_body(ours[kind]) == table_body(theirs[kind]), kind
+    assert json.loads(summary.read_text())["tasks"] == 4

@@ -16,11 +16,14 @@ from .db.models import ModelsOnDisk
 
 @dataclasses.dataclass(frozen=True)
 class SearchTask:
-    """One unit of work: some models (by position) against one database shard."""
+    """One unit of work: some models (by position) against one database shard, or against its
+    `piece`-th of `pieces` runs of consecutive sequences (CPU backend)."""
 
     positions: tuple
     shard: int
-    cells: int  # Σ M × shard residues: the dynamic-programming cells the filters cover
+    cells: int  # Σ M × residues searched: the dynamic-programming cells the filters cover
+    piece: int = 0
+    pieces: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

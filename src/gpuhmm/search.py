@@ -80,11 +80,13 @@ def auto_choice(backend, cells, threads):
     return "backend auto: the CPU, no GPU being usable here (--backend gpu says why)"
 
 
-def plan_tasks(models, database, model_groups, slots):
+def plan_tasks(models, database, model_groups, slots, backend):
     """Tasks covering every (model, non-empty shard) pair once, largest first.
 
     `model_groups` equal groups balanced by length, or None for groups that shrink towards
-    the end of the run (guided scheduling over `slots` workers).
+    the end of the run (guided scheduling over `slots` workers). On the CPU backend, fewer
+    tasks than slots (a few models) are each cut into pieces of the shard, so that every slot
+    has one.
     """
     lengths = [model.M for model in models]
     shards = [index for index, info in enumerate(database.shards) if info.sequences]
@@ -97,6 +99,14 @@ def plan_tasks(models, database, model_groups, slots):
         nodes = sum(lengths[position] for position in group)
         for shard in shards:
             tasks.append(SearchTask(tuple(group), shard, nodes * database.shards[shard].residues))
+    if backend == "cpu" and tasks and len(tasks) < slots:
+        pieces = -(-slots // len(tasks))
+        tasks = [
+            dataclasses.replace(task, cells=task.cells // cut, piece=piece, pieces=cut)
+            for task in tasks
+            for cut in [min(pieces, database.shards[task.shard].sequences)]
+            for piece in range(cut)
+        ]
     tasks.sort(key=lambda task: -task.cells)
     return tasks
 
@@ -110,9 +120,9 @@ def run_search(
     function(item, shared) as it completes; `label` opens its progress lines.
     """
     started, started_at = time.perf_counter(), time.time()
-    tasks = plan_tasks(models, database, model_groups, slots)
+    tasks = plan_tasks(models, database, model_groups, slots, backend)
     arguments = options.pipeline_arguments()
-    per_model = [[None] * len(database.shards) for _ in models]
+    per_model = [{} for _ in models]  # (shard, piece) → hits
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
     shared = SharedContext.of(models, database, arguments, backend, domaindef)
     for outcome in executor.run(
@@ -124,7 +134,7 @@ def run_search(
         label=label,
     ):
         for position, hits in zip(outcome.task.positions, outcome.hits):
-            per_model[position][outcome.task.shard] = tophits.attached(hits, models[position])
+            per_model[position][outcome.task.shard, outcome.task.piece] = tophits.attached(hits, models[position])
         for name, count in outcome.filter_counts.items():
             result.filter_counts[name] = result.filter_counts.get(name, 0) + count
         for name, value in outcome.stage_seconds.items():
@@ -144,7 +154,7 @@ def run_search(
             first, last = outcome.tail_span
             window = result.tail_window or (first, last)
             result.tail_window = (min(window[0], first), max(window[1], last))
-    result.hits_by_model = [[hits for hits in shards if hits is not None] for shards in per_model]
+    result.hits_by_model = [[pieces[key] for key in sorted(pieces)] for pieces in per_model]
     result.wall_seconds = time.perf_counter() - started
     for name, worker in sorted(result.workers.items()):
         log.info(
@@ -184,7 +194,7 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
             }
             for shard in shards
         }
-        tasks = plan_tasks(models, database, None, slots)
+        tasks = plan_tasks(models, database, None, slots, backend)
         for task, outcomes in executor.run(
             scan_filter_task,
             tasks,

@@ -68,6 +68,12 @@ class ResidentShard:
                 self._block = self._shard.to_block(self._alphabet, self._file_order)
             return self._block
 
+    def piece(self, piece, pieces):
+        """The `piece`-th of `pieces` runs of consecutive sequences of the block (file order)."""
+        if pieces == 1:
+            return self.block
+        return self.block[piece * self.sequences // pieces : (piece + 1) * self.sequences // pieces]
+
     def source_index(self, position):
         """The file position of the sequence at block `position`."""
         return int(self._shard.source_index[self._file_order[position]])

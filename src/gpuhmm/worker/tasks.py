@@ -63,9 +63,10 @@ def run_task(task, shared):
         _add(stage_seconds, "tail", time.perf_counter() - started_tail)
         _add(stage_seconds, "tail_host_cpu", time.thread_time() - started_cpu)
     hits, counts = [], {}
+    searched = shard.piece(task.piece, task.pieces) if len(filtered) < len(models) else None
     for index, model in enumerate(models):
         if index not in filtered:
-            found = pipeline.search_hmm(model, shard.block)
+            found = pipeline.search_hmm(model, searched)
         else:
             outcome = filtered[index]
             started_tail, started_cpu = time.perf_counter(), time.thread_time()
