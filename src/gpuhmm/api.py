@@ -21,7 +21,7 @@ from pyhmmer.errors import MissingCutoffs
 from . import iterative, jackhmmer_options, local, streamed
 from .cluster import available_cpus, start_executor
 from .db import database as seqdb
-from .db import fasta, inputs, memory, models
+from .db import fasta, inputs, memory, models, stream
 from .errors import GpuhmmError
 from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 from .output import jackhmmer_report, merge, summary, tables
@@ -195,7 +195,7 @@ class _Run:
     searched: object  # the models as tasks take them: `hmms`, or a `ModelsOnDisk` of them
     inputs: tuple  # the queries and sequences as read: files named, streams' copies, or in memory
     database: object = None  # a db.database one, or the db.stream.StreamedFile a streamed search read
-    streamed: bool = False  # the search streams its sequence file (`streamed.chosen`)
+    streamed: bool = False  # the search streams its sequence file (`db.stream.chosen`)
     stages: list = dataclasses.field(default_factory=list)
 
     def timed(self, name, started):
@@ -250,7 +250,7 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
         run.inputs = (queries_path, sequences_path)
-        run.streamed = streamed.chosen(
+        run.streamed = stream.chosen(
             job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory
         )
         if not run.streamed:

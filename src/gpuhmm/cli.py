@@ -153,21 +153,19 @@ def _start_reading(args, executor, format):
     from .db.format import MANIFEST
     from .db.inputs import is_stream
     from .db.readahead import READ_AHEAD_MAX_BYTES, ReadAhead
-    from .db.stream import streams
+    from .db.stream import chosen
 
     sequences = Path(args.seqfile)
+    program = {"search": "hmmsearch", "scan": "hmmscan"}.get(args.command, args.command)
+    backend = "cpu" if executor.gpus == 0 else "gpu"  # "gpu": possibly, which holds the database
+    shuffle_out = getattr(args, "shuffle_out", None)
     if (
         executor.in_process
         and not is_stream(sequences)
         and sequences.is_file()
         and sequences.name != MANIFEST
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
-        and not (
-            executor.gpus == 0
-            and args.command in ("search", "phmmer", "jackhmmer")
-            and not getattr(args, "shuffle_out", None)
-            and streams(sequences, args.shard_memory)
-        )
+        and not chosen(program, backend, executor, shuffle_out, sequences, args.shard_memory)
     ):
         return ReadAhead(sequences, args.db_shards, format)
     return None

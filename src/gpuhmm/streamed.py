@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import threading
 import time
-from pathlib import Path
 
 from .db import stream
-from .db.format import MANIFEST
 from .db.models import balance_by_length
 from .hits import tophits
 from .hits.text import hit_text, sequence_text
@@ -24,22 +23,6 @@ from .worker.state import STATE, worker_name
 
 #: Block searches queued ahead of the searching threads, per thread.
 AHEAD_PER_THREAD = 2
-
-
-def chosen(program, backend, executor, shuffle_out, sequences, shard_memory):
-    """Whether a search streams its sequence file: hmmsearch, phmmer or jackhmmer (each round
-    reads the file again, as the binary does) on this process's CPU threads, of a file
-    `db.stream.streams` picks, with no shuffle to run on it."""
-    path = Path(sequences)
-    return (
-        program in ("hmmsearch", "phmmer", "jackhmmer")
-        and backend == "cpu"
-        and executor.in_process
-        and not shuffle_out
-        and path.is_file()
-        and path.name != MANIFEST
-        and stream.streams(path, shard_memory)
-    )
 
 
 def search(models, path, alphabet, format, arguments, threads):
@@ -69,9 +52,10 @@ def search(models, path, alphabet, format, arguments, threads):
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gpuhmm-stream") as pool:
         pending = collections.deque()
         for first, block, residues in stream.blocks(path, alphabet, format, read):
+            positions = _Positions(block, first)
             for group in groups:
                 searched = [models[position] for position in group]
-                task = pool.submit(_search_block, searched, block, first, residues, alphabet, arguments)
+                task = pool.submit(_search_block, searched, block, positions, residues, alphabet, arguments)
                 pending.append((group, task))
             while len(pending) > AHEAD_PER_THREAD * threads:
                 group, task = pending.popleft()
@@ -85,23 +69,29 @@ def search(models, path, alphabet, format, arguments, threads):
     return result, read
 
 
-def _search_block(models, block, first, residues, alphabet, arguments):
-    """Every model against one block of `residues` whose first sequence is at file position
-    `first` (0-based): per model its kept hits and statistics, the seconds and CPU seconds taken,
+class _Positions:
+    """File positions (1-based) of a block's sequences whose first is at `first` (0-based): the
+    first with a hit's name and length, indexed once for the block, when a hit first asks."""
+
+    def __init__(self, block, first):
+        self._block, self._first, self._index = block, first, None
+        self._lock = threading.Lock()
+
+    def __call__(self, hit):
+        with self._lock:
+            if self._index is None:
+                self._index = {}
+                for offset, sequence in enumerate(self._block):
+                    self._index.setdefault((sequence_text(sequence)[0], len(sequence)), self._first + offset + 1)
+        return self._index[hit_text(hit)[0], hit.length]
+
+
+def _search_block(models, block, file_position, residues, alphabet, arguments):
+    """Every model against one `block` of `residues` (`file_position(hit)`: its sequence's, a
+    `_Positions`): per model its kept hits and statistics, the seconds and CPU seconds taken,
     the residues."""
     started, started_cpu = time.perf_counter(), time.thread_time()
     pipeline = STATE.pipeline(alphabet, arguments)
-    positions = None
-
-    def file_position(hit):
-        """1-based: the first sequence of the block with the hit's name and length."""
-        nonlocal positions
-        if positions is None:
-            positions = {}
-            for index, sequence in enumerate(block):
-                positions.setdefault((sequence_text(sequence)[0], len(sequence)), first + index + 1)
-        return positions[hit_text(hit)[0], hit.length]
-
     kept = []
     for model in models:
         kept.append(tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, block), file_position))

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import GpuhmmError
 from ..hits.text import sequence_text
 from .fasta import check_lengths, easel_errors, easel_format, open_easel
+from .format import MANIFEST
 
 #: Residues a block holds at most (one sequence more where it is longer).
 BLOCK_RESIDUES = 1 << 22
@@ -27,6 +28,22 @@ def streams(path, shard_memory):
     user allows for resident shards, or None)."""
     size = Path(path).stat().st_size
     return size >= STREAM_MIN_BYTES or (shard_memory is not None and size > shard_memory)
+
+
+def chosen(program, backend, executor, shuffle_out, sequences, shard_memory):
+    """Whether a search streams its sequence file: hmmsearch, phmmer or jackhmmer (each round
+    reads the file again, as the binary does) on this process's CPU threads, of a file
+    `streams` picks, with no shuffle to run on it."""
+    path = Path(sequences)
+    return (
+        program in ("hmmsearch", "phmmer", "jackhmmer")
+        and backend == "cpu"
+        and executor.in_process
+        and not shuffle_out
+        and path.is_file()
+        and path.name != MANIFEST
+        and streams(path, shard_memory)
+    )
 
 
 @dataclasses.dataclass
