@@ -71,13 +71,13 @@ def run_task(task, shared):
             outcome = filtered[index]
             started_tail, started_cpu = time.perf_counter(), time.thread_time()
             if index not in finished:
-                searched, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
+                of_survivors, on_gpu, passed = pipeline.search_hmm(model, shard.subset(outcome.survivors)), 0, 0
             else:
-                searched, on_gpu, passed = finished[index]
+                of_survivors, on_gpu, passed = finished[index]
             _add(stage_seconds, "pairs_finished_on_gpu", on_gpu)
             _add(stage_seconds, "pairs_to_pyhmmer", len(outcome.survivors) - on_gpu)
             found = tophits.counting_whole_shard(
-                searched,
+                of_survivors,
                 shard.sequences,
                 shard.residues,
                 known={"n_past_msv": len(outcome.passed_msv), "n_past_bias": len(outcome.passed_bias)},
