@@ -27,6 +27,12 @@ SHIM = r"""
 #include "spensemble.cuh"
 using namespace gpuhmm_tail;
 
+template <int N>
+int fnorm_fchoose_n(float *path, Randomness *r) {
+    vec_fnorm<N>(path);
+    return rnd_fchoose<N>(r, path);
+}
+
 extern "C" {
 
 // n draws after init, then n after reseed; the final state into *state.
@@ -39,13 +45,14 @@ void rng_draws(unsigned seed, int n, double *out, unsigned *state) {
     *state = r.x;
 }
 
-// FNorm of `path` in place, then FChoose from generator state *x (updated).
+// FNorm of the n (2 to 4) weights of `path` in place, then FChoose from generator state *x (updated).
 int fnorm_fchoose(float *path, int n, unsigned seed, unsigned *x) {
     Randomness r;
     r.seed = seed;
     r.x = *x;
-    vec_fnorm(path, n);
-    int chosen = rnd_fchoose(&r, path, n);
+    int chosen = n == 2   ? fnorm_fchoose_n<2>(path, &r)
+                 : n == 3 ? fnorm_fchoose_n<3>(path, &r)
+                          : fnorm_fchoose_n<4>(path, &r);
     *x = r.x;
     return chosen;
 }
@@ -70,7 +77,9 @@ int select_e_row(int Q, const float *M, const float *D, float E, int *k, unsigne
     s.om = 0;
     s.xf = 0;
     s.fwd = &mx;
-    int state = sto_select_e(&s, 0, k);
+    Node n;
+    int state = sto_select_e(&s, 0, k, &n);
+    if (state && (n.q != (*k - 1) % Q || n.z != (*k - 1) / Q)) return -1;
     *x = r.x;
     return state;
 }

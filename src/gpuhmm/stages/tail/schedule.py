@@ -5,9 +5,11 @@ The stages chain on the device: the queues between them (the regions found, each
 envelopes, the records' offsets) are ordered, sized and laid out there, with `device.xp`
 (CuPy, or numpy for the host build). The host reads back only what sizes the next launch: the
 counts and arena bytes after stages 1 and 2, the records' bytes after stage 4, and at the end
-the pairs' outcomes, each group in one wait. Each stage's items run largest first, sized by what
-they hold (a region's or an envelope's residues, not the target's), in as few launches as the
-arena budget allows. The models' pieces are the device's resident copies, uploaded once per model.
+the pairs' outcomes, each group in one wait. Each stage's items run costliest first (pairs by
+L·M, regions by their residues, which their trace chains follow, envelopes by their arenas),
+their arenas sized by what they hold (a region's or an envelope's residues, not the target's), in
+as few launches as the arena budget allows. The models' pieces are the device's resident
+copies, uploaded once per model.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class _Run:
         self.place("regions", device.empty(self.region_capacity * REGION_DTYPE.itemsize))
         self.put(
             space_offsets=offsets[:-1].astype(np.uint64),
-            pair_order=np.lexsort((-L, batch.pairs["model"])).astype(np.int32),
+            pair_order=np.argsort(-L * M, kind="stable").astype(np.int32),  # the costliest parse first
             state=np.zeros(npairs, launch.STATE_DTYPE),
             nfound=np.zeros(1, np.int32),
             nodes=M,
@@ -100,7 +102,7 @@ class _Run:
         return self.device.fetch(arrays)
 
     def in_launches(self, stage, tasks, sizes, total, budget, outputs):
-        """Stage `stage` over `tasks` (int64 rows, their struct's bytes; largest first) whose
+        """Stage `stage` over `tasks` (int64 rows, their struct's bytes; costliest first) whose
         arenas are `sizes` bytes (`total` in all), in as few launches as `budget` allows;
         `outputs` {field: (device array, its items per task)} are sliced along with the tasks."""
         name = "region_tasks" if stage == REGIONS else "envelope_tasks"
@@ -135,7 +137,7 @@ def run(batch, device, budget):
     regions = _regions(tail)
     nfound, nmulti = regions.nfound, regions.nmulti
 
-    # Stage 2: the multi-domain regions, largest first (`sampled` has a row at least, for indexing).
+    # Stage 2: the multi-domain regions, longest first (`sampled` has a row at least, for indexing).
     sampled = xp.zeros((max(1, nmulti), _EACH_REGION), np.int32)
     region_status = xp.zeros(nmulti, np.int32)
     if nmulti:
@@ -200,7 +202,7 @@ def run(batch, device, budget):
 def _regions(tail):
     """The regions stage 1 found, on the device: `pair` of each in (pair, index) order, the
     slots of that order (`in_order`), each one's `row` of stage 2 (-1: a single-domain region),
-    and stage 2's `tasks` (RegionTask rows, largest first) with their arena `sizes` and `bytes`."""
+    and stage 2's `tasks` (RegionTask rows, longest first) with their arena `sizes` and `bytes`."""
     xp, capacity = tail.xp, tail.region_capacity
     found = xp.minimum(tail.view("nfound", np.int32)[0], capacity)
     pair, index, i, j, multi = tail.view("regions", np.int32, capacity, 5).T
@@ -209,7 +211,7 @@ def _regions(tail):
     clustered = used & (multi == 1)
     sizes = xp.where(clustered, launch.region_bytes(j - i + 1, tail.view("nodes", np.int64)[pair]), 0)
     in_order = xp.argsort(xp.where(used, _pack(index, pair), _LAST))
-    largest = xp.argsort(xp.where(clustered, -sizes, 1))
+    largest = xp.argsort(xp.where(clustered, i - j - 1, 1))  # the longest first: the longest chains
     counts = xp.stack([found.astype(np.int64), clustered.sum(dtype=np.int64), sizes.sum(dtype=np.int64)])
     nfound, nmulti, total = (int(n) for n in tail.fetch(counts)[0])
     in_order, largest = in_order[:nfound], largest[:nmulti]

@@ -17,6 +17,10 @@
 // it (or any other capacity) sends the pair back to pyhmmer rather than changing a result.
 #pragma once
 
+// A pointer through which alone its array is reached in a function: the compiler may issue a
+// loop's next loads before its stores (both compilers spell it __restrict__).
+#define TAIL_RESTRICT __restrict__
+
 #ifdef __CUDACC__
 #define TAIL_FN __device__
 #define TAIL_CONST __device__ const

@@ -90,14 +90,47 @@ TAIL_FN void forward_specials(const SpecialTransitions *xf, float xE, float *xN,
     if (xE > 1.0e4f) *xN = *xN / xE, *xC = *xC / xE, *xJ = *xJ / xE, *xB = *xB / xE;
 }
 
+// What forward_row leaves: the row's xE lanes over M, and the D carry out of its last vector.
+struct ForwardRow {
+    f4 xE, dcv;
+};
+
+// forward_engine's main loop over one row: M, I and the D entries (before D→D) from the previous
+// row, emission vectors e and transitions t (om->tfv). No row written overlaps another array.
+TAIL_FN ForwardRow forward_row(int Q, float xB, const f4 *TAIL_RESTRICT e, const f4 *TAIL_RESTRICT t,
+                               const f4 *TAIL_RESTRICT Mp, const f4 *TAIL_RESTRICT Dp, const f4 *TAIL_RESTRICT Ip,
+                               f4 *TAIL_RESTRICT Mc, f4 *TAIL_RESTRICT Dc, f4 *TAIL_RESTRICT Ic) {
+    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
+    const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q;
+    f4 mpv = rightshift(Mp[Q - 1], 0.0f), ipv = rightshift(Ip[Q - 1], 0.0f), dpv = rightshift(Dp[Q - 1], 0.0f);
+    ForwardRow row = {splat(0.0f), splat(0.0f)};
+    for (int q = 0; q < Q; q++) {
+        f4 sv;
+        for (int z = 0; z < 4; z++) {
+            float s = xB * tBM[q].v[z];
+            s = s + mpv.v[z] * tMM[q].v[z];
+            s = s + ipv.v[z] * tIM[q].v[z];
+            s = s + dpv.v[z] * tDM[q].v[z];
+            sv.v[z] = s * e[q].v[z];
+            row.xE.v[z] = row.xE.v[z] + sv.v[z];
+        }
+        mpv = Mp[q], dpv = Dp[q], ipv = Ip[q];
+        Mc[q] = sv;
+        Dc[q] = row.dcv;
+        for (int z = 0; z < 4; z++) {
+            row.dcv.v[z] = sv.v[z] * tMD[q].v[z];
+            Ic[q].v[z] = mpv.v[z] * tMI[q].v[z] + ipv.v[z] * tII[q].v[z];
+        }
+    }
+    return row;
+}
+
 // p7_Forward (mx full) or p7_ForwardParser (mx->M null, `rows` then holds 6·Q vectors of
 // scratch) of digital residues dsq[0 .. L−1]: fills mx, sets the score in nats.
 TAIL_FN int forward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf, Matrix *mx,
                     f4 *rows, float *score) {
     const int Q = om->Q;
-    const f4 *t = om->tfv;
-    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
-    const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
+    const f4 *t = om->tfv, *tDD = t + T_DD * Q;
     const int full = mx->M != 0;
     f4 *Mp, *Dp, *Ip, *Mc, *Dc, *Ic;
     if (full) {
@@ -115,28 +148,9 @@ TAIL_FN int forward(const Profile *om, const unsigned char *dsq, int L, const Sp
     mx->L = L, mx->Q = Q, mx->has_own_scales = 1;
     for (int i = 1; i <= L; i++) {
         if (full) Mc = mx->M + (tail_size_t)i * Q, Dc = mx->D + (tail_size_t)i * Q, Ic = mx->I + (tail_size_t)i * Q;
-        const f4 *e = om->rfv + dsq[i - 1] * Q;
-        f4 mpv = rightshift(Mp[Q - 1], 0.0f), ipv = rightshift(Ip[Q - 1], 0.0f), dpv = rightshift(Dp[Q - 1], 0.0f);
-        f4 xEv = splat(0.0f), dcv = splat(0.0f);
-        for (int q = 0; q < Q; q++) {
-            f4 sv;
-            for (int z = 0; z < 4; z++) {
-                float s = xB * tBM[q].v[z];
-                s = s + mpv.v[z] * tMM[q].v[z];
-                s = s + ipv.v[z] * tIM[q].v[z];
-                s = s + dpv.v[z] * tDM[q].v[z];
-                sv.v[z] = s * e[q].v[z];
-                xEv.v[z] = xEv.v[z] + sv.v[z];
-            }
-            mpv = Mp[q], dpv = Dp[q], ipv = Ip[q];
-            Mc[q] = sv;
-            Dc[q] = dcv;
-            for (int z = 0; z < 4; z++) {
-                dcv.v[z] = sv.v[z] * tMD[q].v[z];
-                Ic[q].v[z] = mpv.v[z] * tMI[q].v[z] + ipv.v[z] * tII[q].v[z];
-            }
-        }
-        forward_dd(Dc, rightshift(dcv, 0.0f), tDD, Q, om->M >= 100);
+        const ForwardRow row = forward_row(Q, xB, om->rfv + dsq[i - 1] * Q, t, Mp, Dp, Ip, Mc, Dc, Ic);
+        f4 xEv = row.xE;
+        forward_dd(Dc, rightshift(row.dcv, 0.0f), tDD, Q, om->M >= 100);
         for (int q = 0; q < Q; q++)
             for (int z = 0; z < 4; z++) xEv.v[z] = xEv.v[z] + Dc[q].v[z];
         xE = hsum(xEv);

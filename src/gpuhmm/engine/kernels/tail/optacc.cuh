@@ -228,7 +228,7 @@ TAIL_FN int oa_trace(const Profile *om, const SpecialTransitions *xf, const Post
     const int L = pp->L, Q = om->Q, nodes = 4 * Q;
     int i = L, k = 0;
     tr->n = 0;
-    if (!trace_append(tr, 'T', k, i, 0.0f) || !trace_append(tr, 'C', k, i, 0.0f)) return TAIL_CAPACITY;
+    if (!trace_append(tr, 0, 'T', k, i, 0.0f) || !trace_append(tr, 'T', 'C', k, i, 0.0f)) return TAIL_CAPACITY;
     char previous = 'C';
     while (previous != 'S') {
         char state;
@@ -258,7 +258,8 @@ TAIL_FN int oa_trace(const Profile *om, const SpecialTransitions *xf, const Post
             if (i < 0 || i > L) return TAIL_RANGE;
             state = oa_select_b(xf, oa, i);
         }
-        if (!trace_append(tr, state, k, i, oa_posterior(pp, Q, state, previous, k, i))) return TAIL_CAPACITY;
+        if (!trace_append(tr, previous, state, k, i, oa_posterior(pp, Q, state, previous, k, i)))
+            return TAIL_CAPACITY;
         if (is_looping_state(state) && state == previous) i--;
         previous = state;
     }

@@ -59,28 +59,32 @@ TAIL_FN double rng_random(Randomness *r) {
     return (double)r->x / 4294967296.0;
 }
 
-// esl_vec_FNorm in place: each weight over the Kahan float32 sum, or all 1/n when it is 0.
-TAIL_FN void vec_fnorm(float *path, int n) {
-    float total = kahan_sum(path, n);
+// esl_vec_FNorm in place on N weights: each over the Kahan float32 sum, or all 1/N when it is 0.
+template <int N>
+TAIL_FN void vec_fnorm(float *path) {
+    float total = kahan_sum(path, N);
     if (total == 0.0f) {
-        float uniform = 1.0f / (float)n;
-        for (int z = 0; z < n; z++) path[z] = uniform;
+        for (int z = 0; z < N; z++) path[z] = 1.0f / (float)N;
         return;
     }
-    for (int z = 0; z < n; z++) path[z] = path[z] / total;
+    for (int z = 0; z < N; z++) path[z] = path[z] / total;
 }
 
-// esl_rnd_FChoose: one draw; the first index whose double cumulative weight over the double total
-// exceeds it, or −1 when none does (weights that are not finite).
-TAIL_FN int rnd_fchoose(Randomness *r, const float *path, int n) {
+// esl_rnd_FChoose on N weights: one draw; the first index whose double cumulative weight over the
+// double total exceeds it, or −1 when none does (weights that are not finite). The N quotients
+// are formed before any is tested, so that their divisions overlap.
+template <int N>
+TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
     double roll = rng_random(r);
-    double norm = 0.0;
-    for (int z = 0; z < n; z++) norm += (double)path[z];
-    double cumulative = 0.0;
-    for (int z = 0; z < n; z++) {
+    double norm = 0.0, cumulative = 0.0;
+    for (int z = 0; z < N; z++) norm += (double)path[z];
+    bool below[N];
+    for (int z = 0; z < N; z++) {
         cumulative += (double)path[z];
-        if (roll < cumulative / norm) return z;
+        below[z] = roll < cumulative / norm;
     }
+    for (int z = 0; z < N; z++)
+        if (below[z]) return z;
     return -1;
 }
 
@@ -92,48 +96,65 @@ struct StoSampler {
     const Matrix *fwd;
 };
 
-// Node k's cell in row i of striped rows (Q vectors a row); 0 for k ≤ 0.
-TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k) { return node_value(rows + (tail_size_t)i * Q, Q, k); }
+// Node k (≥ 1) in striped vectors: vector q, lane z. The trace keeps its node's place and steps it
+// back one node at a time, so no step divides by Q.
+struct Node {
+    int q, z;
+};
+
+TAIL_FN Node node_before(Node n, int Q) { return n.q > 0 ? Node{n.q - 1, n.z} : Node{Q - 1, n.z - 1}; }
+
+// Node k's cell in row i of striped rows (Q vectors a row), n its place; 0 for k ≤ 0.
+TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k, Node n) {
+    return k > 0 ? rows[(tail_size_t)i * Q + n.q].v[n.z] : 0.0f;
+}
+
+TAIL_FN float sto_transition(const StoSampler *s, int t, int k, Node n) {
+    return sto_cell(s->om->tfv + t * s->om->Q, 0, 0, k, n);
+}
 
 TAIL_FN float sto_special(const Matrix *mx, int i, int s) { return mx->xmx[(tail_size_t)i * X_COUNT + s]; }
 
-// Normalize the n weights and draw one of `states` ("BMID", …); 0 when FChoose finds none.
-TAIL_FN char sto_pick(StoSampler *s, float *path, int n, const char *states) {
-    vec_fnorm(path, n);
-    int z = rnd_fchoose(s->r, path, n);
+// Normalize the N weights and draw one of `states` ("BMID", …); 0 when FChoose finds none.
+template <int N>
+TAIL_FN char sto_pick(StoSampler *s, float *path, const char *states) {
+    vec_fnorm<N>(path);
+    int z = rnd_fchoose<N>(s->r, path);
     return z < 0 ? 0 : states[z];
 }
 
-// select_m: what led to M(i, k): B(i−1), or M, I, D of node k − 1 at row i − 1.
-TAIL_FN char sto_select_m(StoSampler *s, int i, int k) {
+// select_m: what led to M(i, k) (node place n): B(i−1), or M, I, D of node k − 1 at row i − 1.
+TAIL_FN char sto_select_m(StoSampler *s, int i, int k, Node n) {
     const Matrix *f = s->fwd;
-    int Q = f->Q;
+    const int Q = f->Q;
+    const Node before = node_before(n, Q);
     float path[4];
-    path[0] = sto_special(f, i - 1, X_B) * transition(s->om, T_BM, k);
-    path[1] = sto_cell(f->M, Q, i - 1, k - 1) * transition(s->om, T_MM, k);
-    path[2] = sto_cell(f->I, Q, i - 1, k - 1) * transition(s->om, T_IM, k);
-    path[3] = sto_cell(f->D, Q, i - 1, k - 1) * transition(s->om, T_DM, k);
-    return sto_pick(s, path, 4, "BMID");
+    path[0] = sto_special(f, i - 1, X_B) * sto_transition(s, T_BM, k, n);
+    path[1] = sto_cell(f->M, Q, i - 1, k - 1, before) * sto_transition(s, T_MM, k, n);
+    path[2] = sto_cell(f->I, Q, i - 1, k - 1, before) * sto_transition(s, T_IM, k, n);
+    path[3] = sto_cell(f->D, Q, i - 1, k - 1, before) * sto_transition(s, T_DM, k, n);
+    return sto_pick<4>(s, path, "BMID");
 }
 
 // select_d: M or D of node k − 1 in the same row.
-TAIL_FN char sto_select_d(StoSampler *s, int i, int k) {
+TAIL_FN char sto_select_d(StoSampler *s, int i, int k, Node n) {
     const Matrix *f = s->fwd;
-    int Q = f->Q;
+    const int Q = f->Q;
+    const Node before = node_before(n, Q);
     float path[2];
-    path[0] = sto_cell(f->M, Q, i, k - 1) * transition(s->om, T_MD, k - 1);
-    path[1] = sto_cell(f->D, Q, i, k - 1) * transition(s->om, T_DD, k - 1);
-    return sto_pick(s, path, 2, "MD");
+    path[0] = sto_cell(f->M, Q, i, k - 1, before) * sto_transition(s, T_MD, k - 1, before);
+    path[1] = sto_cell(f->D, Q, i, k - 1, before) * sto_transition(s, T_DD, k - 1, before);
+    return sto_pick<2>(s, path, "MD");
 }
 
 // select_i: M or I of node k at row i − 1.
-TAIL_FN char sto_select_i(StoSampler *s, int i, int k) {
+TAIL_FN char sto_select_i(StoSampler *s, int i, int k, Node n) {
     const Matrix *f = s->fwd;
-    int Q = f->Q;
+    const int Q = f->Q;
     float path[2];
-    path[0] = sto_cell(f->M, Q, i - 1, k) * transition(s->om, T_MI, k);
-    path[1] = sto_cell(f->I, Q, i - 1, k) * transition(s->om, T_II, k);
-    return sto_pick(s, path, 2, "MI");
+    path[0] = sto_cell(f->M, Q, i - 1, k, n) * sto_transition(s, T_MI, k, n);
+    path[1] = sto_cell(f->I, Q, i - 1, k, n) * sto_transition(s, T_II, k, n);
+    return sto_pick<2>(s, path, "MI");
 }
 
 // select_c / select_j: the state looped from row i − 1, or came from E(i) (its scale put back).
@@ -143,7 +164,7 @@ TAIL_FN char sto_select_c_or_j(StoSampler *s, char state, int i) {
     path[0] = sto_special(f, i - 1, state == 'C' ? X_C : X_J) * s->xf->loop;
     float e_weight = state == 'C' ? s->xf->e_move : s->xf->e_loop;
     path[1] = (sto_special(f, i, X_E) * e_weight) * sto_special(f, i, X_SCALE);
-    return sto_pick(s, path, 2, state == 'C' ? "CE" : "JE");
+    return sto_pick<2>(s, path, state == 'C' ? "CE" : "JE");
 }
 
 // select_b: N(i) or J(i), each times the move.
@@ -152,15 +173,16 @@ TAIL_FN char sto_select_b(StoSampler *s, int i) {
     float path[2];
     path[0] = sto_special(f, i, X_N) * s->xf->move;
     path[1] = sto_special(f, i, X_J) * s->xf->move;
-    return sto_pick(s, path, 2, "NJ");
+    return sto_pick<2>(s, path, "NJ");
 }
 
 // How many times select_e sweeps row i before giving up (HMMER would loop forever on weights that
 // never reach the draw; one or two sweeps suffice for any finite row).
 TAIL_CONST int STO_E_MAX_SWEEPS = 64;
 
-// select_e: 'M' or 'D' and node *k of the cell that ended at E(i); 0 when the sweeps stall.
-TAIL_FN char sto_select_e(StoSampler *s, int i, int *k) {
+// select_e: 'M' or 'D' and node *k (at place *n) of the cell that ended at E(i); 0 when the
+// sweeps stall.
+TAIL_FN char sto_select_e(StoSampler *s, int i, int *k, Node *n) {
     const Matrix *f = s->fwd;
     int Q = f->Q;
     double roll = rng_random(s->r);
@@ -173,14 +195,14 @@ TAIL_FN char sto_select_e(StoSampler *s, int i, int *k) {
             for (int z = 0; z < 4; z++) {
                 total += (double)(M[q].v[z] * weight);
                 if (roll < total) {
-                    *k = z * Q + q + 1;
+                    *k = z * Q + q + 1, *n = Node{q, z};
                     return 'M';
                 }
             }
             for (int z = 0; z < 4; z++) {
                 total += (double)(D[q].v[z] * weight);
                 if (roll < total) {
-                    *k = z * Q + q + 1;
+                    *k = z * Q + q + 1, *n = Node{q, z};
                     return 'D';
                 }
             }
@@ -204,32 +226,33 @@ TAIL_FN int stochastic_trace(Randomness *r, const Profile *om, const SpecialTran
     s.fwd = fwd;
     tr->n = 0;
     int i = fwd->L, k = 0;
-    if (!trace_append(tr, 'T', k, i, 0.0f) || !trace_append(tr, 'C', k, i, 0.0f)) return TAIL_CAPACITY;
+    Node n = {0, 0};  // node k's place, once select_e has set k
+    if (!trace_append(tr, 0, 'T', k, i, 0.0f) || !trace_append(tr, 'T', 'C', k, i, 0.0f)) return TAIL_CAPACITY;
     char previous = 'C';
     while (previous != 'S') {
         char state;
         if ((previous == 'M' || previous == 'I' || previous == 'C' || previous == 'J') && i < 1) return TAIL_RANGE;
         if (previous == 'M') {
-            state = sto_select_m(&s, i, k);
-            k--;
+            state = sto_select_m(&s, i, k, n);
+            k--, n = node_before(n, fwd->Q);
             i--;
         } else if (previous == 'D') {
-            state = sto_select_d(&s, i, k);
-            k--;
+            state = sto_select_d(&s, i, k, n);
+            k--, n = node_before(n, fwd->Q);
         } else if (previous == 'I') {
-            state = sto_select_i(&s, i, k);
+            state = sto_select_i(&s, i, k, n);
             i--;
         } else if (previous == 'N') {
             state = i == 0 ? 'S' : 'N';
         } else if (previous == 'C' || previous == 'J') {
             state = sto_select_c_or_j(&s, previous, i);
         } else if (previous == 'E') {
-            state = sto_select_e(&s, i, &k);
+            state = sto_select_e(&s, i, &k, &n);
         } else {  // B
             state = sto_select_b(&s, i);
         }
         if (state == 0) return TAIL_RANGE;
-        if (!trace_append(tr, state, k, i, 0.0f)) return TAIL_CAPACITY;
+        if (!trace_append(tr, previous, state, k, i, 0.0f)) return TAIL_CAPACITY;
         if (is_looping_state(state) && state == previous) i--;
         previous = state;
     }

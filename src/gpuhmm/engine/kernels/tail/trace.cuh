@@ -33,11 +33,12 @@ TAIL_FN Trace trace_alloc(Arena *arena, int capacity, int with_posteriors) {
     return tr;
 }
 
-// p7_trace_Append(WithPP): N, C and J record i (and pp) only when they loop; M and I record k
-// and i; D records k. Returns 0 when the trace is full.
-TAIL_FN int trace_append(Trace *tr, char state, int k, int i, float pp) {
+// p7_trace_Append(WithPP) after `previous` (the state appended last, 0 for none; the caller
+// keeps it, so the step does not read back what it just wrote): N, C and J record i (and pp) only
+// when they loop; M and I record k and i; D records k. Returns 0 when the trace is full.
+TAIL_FN int trace_append(Trace *tr, char previous, char state, int k, int i, float pp) {
     if (tr->n == tr->capacity) return 0;
-    int looping = is_looping_state(state) && tr->n > 0 && tr->st[tr->n - 1] == state;
+    int looping = is_looping_state(state) && previous == state;
     int emits = state == 'M' || state == 'I' || looping;
     int has_node = state == 'M' || state == 'I' || state == 'D';
     tr->st[tr->n] = state;
