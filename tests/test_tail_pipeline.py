@@ -79,6 +79,8 @@ def test_arenas_over_the_budget_split_the_launches_alone(tail_cases):
         assert outputs[name].tobytes() == expected[name].tobytes(), name
     items = outputs["items"]
     assert items["clustered"] > 1 and items["envelopes"] > items["clustered"]
-    for stage, count in ((schedule.REGIONS, items["clustered"]), (schedule.ENVELOPES, items["envelopes"])):
+    clustered, envelopes = items["clustered"], items["envelopes"]
+    stages = (schedule.REGIONS, schedule.TRACES, schedule.CLUSTERS, schedule.ENVELOPES)
+    for stage, count in zip(stages, (clustered, clustered, clustered, envelopes)):
         assert [n for s, n in whole.launched if s == stage] == [count]
         assert [n for s, n in split.launched if s == stage] == [1] * count

@@ -522,7 +522,9 @@ class _TailDevice:
     pinned memory, asynchronous on the stream, so that a read waits for this stream alone and
     other threads' copies and kernels run on meanwhile."""
 
-    KERNELS = tuple(f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize"))
+    KERNELS = tuple(
+        f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize", "traces", "clusters")
+    )
     THREADS = 64
     xp = cupy
 

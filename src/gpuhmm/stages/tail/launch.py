@@ -246,14 +246,14 @@ def space_bytes(L, M):
 
 
 def region_bytes(Lr, M, Kp=29):
-    """A multi-domain region's arena (stage 2: `sample_region`'s and region_trace_ensemble's
+    """A multi-domain region's arena (stage 2: `region_item`'s and region_trace_ensemble's
     allocations, with cluster's at MAX_SEGMENTS segments and 16-byte alignment)."""
     Lr = _int64(Lr)
     M, Q = _nodes(M)
     matrix = _a(24 * (Lr + 1)) + 3 * _a(16 * (Lr + 1) * Q)
     trace = 9 * (3 * (Lr + 1) + 2 * M + 64)
     clustering = 20 * (MAX_SEGMENTS + 1) + 4 * (Lr + M + 2) + 4 * (MAX_ENVELOPES + 1)
-    fixed = 24 * MAX_ENVELOPES + 20 * MAX_SEGMENTS + 24 * MAX_TRACE_DOMAINS + 4 * Kp
+    fixed = 24 * MAX_ENVELOPES + 4 * (5 * MAX_SEGMENTS + 1) + 24 * MAX_TRACE_DOMAINS + 4 * Kp
     return _aligned(matrix + 96 * Q + 8 * Lr + trace + clustering + fixed + 64 * 16, 256)
 
 
@@ -275,10 +275,11 @@ def text_bytes(Ld, M, lines):
 ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once, from the threads of a worker that share it.
 CALLS_AT_ONCE = 4
-#: Threads per item of each stage (parse, regions, envelopes, assemble, serialize): a lane group
-#: per pair for the parsers; otherwise the first thread works, and the regions and envelopes get
-#: a warp each so that their divergent serial code does not serialize a warp.
-THREADS_PER_ITEM = (4, 32, 32, 1, 1)
+#: Threads per item of each kernel (parse, regions, envelopes, assemble, serialize, traces,
+#: clusters): a lane group per pair for the parsers; otherwise the first thread works, and the
+#: regions' Forward and clustering and the envelopes get a warp each so that their divergent
+#: serial code does not serialize a warp. The traces run 32 regions a warp, of similar lengths.
+THREADS_PER_ITEM = (4, 32, 32, 1, 1, 1, 32)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 

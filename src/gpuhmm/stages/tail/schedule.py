@@ -21,7 +21,8 @@ import numpy as np
 from . import launch
 from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, OK, REGION_DTYPE, REGION_TASK_DTYPE
 
-PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE = range(5)
+# The kernels, by launch.THREADS_PER_ITEM's index; stage 2 is REGIONS, TRACES then CLUSTERS.
+PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS = range(7)
 _EACH_REGION = 1 + 2 * MAX_ENVELOPES  # stage 2's output ints per region: the count, then (i, j)
 _LAST = np.iinfo(np.int64).max  # a sort key that puts an unused slot last
 
@@ -118,12 +119,15 @@ class _Run:
             for field, (array, each) in outputs.items():
                 self.keep(**{field: array[start * each : stop * each]})
             self.place("arena", self.device.empty(end - base))
-            self.launch(stage, stop - start)
+            for kernel in _KERNELS[stage]:
+                self.launch(kernel, stop - start)
             self.place("arena", None)
 
 
-# The int64 column of each task struct's `scratch` (RegionTask, EnvelopeTask).
+# The int64 column of each task struct's `scratch` (RegionTask, EnvelopeTask), and the kernels of
+# each stage, in order, over the same tasks and arenas.
 _SCRATCH = {REGIONS: 2, ENVELOPES: 3}
+_KERNELS = {REGIONS: (REGIONS, TRACES, CLUSTERS), ENVELOPES: (ENVELOPES,)}
 
 
 def run(batch, device, budget):

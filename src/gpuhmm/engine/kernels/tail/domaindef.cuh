@@ -3,9 +3,10 @@
 // bit for bit (tests/oracle/domaindef.py), and each domain's alignment display
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
-// Thread → data: one thread per target for the region scan, one per multi-domain region for its
-// trace ensemble, one per envelope for its rescoring (stages.cuh); each has its own arena. Lane width: the
-// 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
+// Thread → data: one thread per target for the region scan; one per multi-domain region for each
+// of its trace ensemble's three parts (its Forward matrix, its traces, their clustering); one
+// per envelope for its rescoring (stages.cuh); each region or envelope has its own arena. Lane
+// width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
 // for the region thresholds; the null2 scores are glibc's logf of float32 odds; a domain's
 // correction is the in-order float32 sum of its residues' null2 scores.
 #pragma once
@@ -188,50 +189,82 @@ TAIL_FN int is_multidomain_region(const float *btot, const float *etot, int i, i
     return best >= RT3;
 }
 
-// region_trace_ensemble, then the dominance test: the envelopes of multi-domain region i..j into
-// `envelopes`, their number into `count`; sets the region's null2 scores.
-TAIL_FN int region_trace_ensemble(const Profile *om, const unsigned char *dsq, int L, int i, int j, Randomness *rng,
-                                  float *n2sc, Envelope *envelopes, int *count, Arena *arena) {
+// A multi-domain region's arrays in its arena, laid out alike by each of the kernels that run
+// region_trace_ensemble in three parts: the Forward matrix, the traces, the clustering.
+struct RegionWork {
+    Matrix fwd;
+    f4 *scratch;
+    float *odds, *addend, *null2;
+    int *segments;  // sample, i, j, k and m of each segment (MAX_SEGMENTS each), then their number
+    TraceDomain *found;
+    Trace tr;
+};
+
+TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
+    RegionWork w;
+    w.fwd = full_matrix(arena, Lr, om->Q);
+    w.scratch = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * om->Q);
+    w.odds = (float *)arena_alloc(arena, sizeof(float) * Lr);
+    w.addend = (float *)arena_alloc(arena, sizeof(float) * Lr);
+    w.null2 = (float *)arena_alloc(arena, sizeof(float) * om->Kp);
+    w.segments = (int *)arena_alloc(arena, sizeof(int) * (5 * MAX_SEGMENTS + 1));
+    w.found = (TraceDomain *)arena_alloc(arena, sizeof(TraceDomain) * MAX_TRACE_DOMAINS);
+    w.tr = trace_alloc(arena, 3 * (Lr + 1) + 2 * om->M + 64, 0);
+    return w;
+}
+
+// region_trace_ensemble's first part: the multihit Forward matrix of region i..j.
+TAIL_FN int region_forward(const Profile *om, const unsigned char *dsq, int L, int i, int j, RegionWork *w) {
     const SpecialTransitions xf = reconfigured(L, 1);
-    const int Lr = j - i + 1, Q = om->Q;
-    const unsigned char *residues = dsq + i - 1;
-    Matrix fwd = full_matrix(arena, Lr, Q);
-    f4 *scratch = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * Q);
-    float *odds = (float *)arena_alloc(arena, sizeof(float) * Lr);
-    float *addend = (float *)arena_alloc(arena, sizeof(float) * Lr);
-    float *null2 = (float *)arena_alloc(arena, sizeof(float) * om->Kp);
-    int *segments = (int *)arena_alloc(arena, sizeof(int) * 5 * MAX_SEGMENTS);
-    TraceDomain *found = (TraceDomain *)arena_alloc(arena, sizeof(TraceDomain) * MAX_TRACE_DOMAINS);
-    Trace tr = trace_alloc(arena, 3 * (Lr + 1) + 2 * om->M + 64, 0);
-    if (arena->overflow) return TAIL_CAPACITY;
     float unused;
-    int status = forward(om, residues, Lr, &xf, &fwd, scratch, &unused);
-    if (status == TAIL_RANGE) return status;  // the score's rounding (TAIL_UNCERTAIN) is not used
-    int *seg_sample = segments, *seg_i = segments + MAX_SEGMENTS, *seg_j = segments + 2 * MAX_SEGMENTS;
-    int *seg_k = segments + 3 * MAX_SEGMENTS, *seg_m = segments + 4 * MAX_SEGMENTS;
+    int status = forward(om, dsq + i - 1, j - i + 1, &xf, &w->fwd, w->scratch, &unused);
+    return status == TAIL_RANGE ? status : TAIL_OK;  // the score's rounding (TAIL_UNCERTAIN) is not used
+}
+
+// Its second part: the 200 stochastic traces from the reseeded generator, their domains as
+// segments, and each residue's null2 odds summed over the traces.
+TAIL_FN int region_traces(const Profile *om, const unsigned char *dsq, int L, int i, int j, Randomness *rng,
+                          RegionWork *w) {
+    const SpecialTransitions xf = reconfigured(L, 1);
+    const int Lr = j - i + 1;
+    const unsigned char *residues = dsq + i - 1;
+    int *seg_sample = w->segments, *seg_i = w->segments + MAX_SEGMENTS, *seg_j = w->segments + 2 * MAX_SEGMENTS;
+    int *seg_k = w->segments + 3 * MAX_SEGMENTS, *seg_m = w->segments + 4 * MAX_SEGMENTS;
     int n = 0;
     rng_reseed(rng);
-    for (int r = 0; r < Lr; r++) odds[r] = 0.0f;
+    for (int r = 0; r < Lr; r++) w->odds[r] = 0.0f;
     for (int sample = 0; sample < NSAMPLES; sample++) {
-        tr.n = 0;
-        status = stochastic_trace(rng, om, &xf, &fwd, &tr);
+        w->tr.n = 0;
+        int status = stochastic_trace(rng, om, &xf, &w->fwd, &w->tr);
         if (status != TAIL_OK) return status;
-        for (int r = 0; r < Lr; r++) addend[r] = 1.0f;
-        int ndomains = trace_domains(&tr, found, MAX_TRACE_DOMAINS);
+        for (int r = 0; r < Lr; r++) w->addend[r] = 1.0f;
+        int ndomains = trace_domains(&w->tr, w->found, MAX_TRACE_DOMAINS);
         if (ndomains < 0 || n + ndomains > MAX_SEGMENTS) return TAIL_CAPACITY;
         for (int d = 0; d < ndomains; d++) {
+            const TraceDomain *found = w->found + d;
             seg_sample[n] = sample;
-            seg_i[n] = found[d].sqfrom + i - 1, seg_j[n] = found[d].sqto + i - 1;
-            seg_k[n] = found[d].hmmfrom, seg_m[n] = found[d].hmmto;
+            seg_i[n] = found->sqfrom + i - 1, seg_j[n] = found->sqto + i - 1;
+            seg_k[n] = found->hmmfrom, seg_m[n] = found->hmmto;
             n++;
-            null2_by_trace(om, &tr, found[d].tfrom, found[d].tto, scratch, null2);
-            for (int r = found[d].sqfrom; r < found[d].sqto; r++) addend[r] = null2[residues[r]];
+            null2_by_trace(om, &w->tr, found->tfrom, found->tto, w->scratch, w->null2);
+            for (int r = found->sqfrom; r < found->sqto; r++) w->addend[r] = w->null2[residues[r]];
         }
-        for (int r = 0; r < Lr; r++) odds[r] = odds[r] + addend[r];
+        for (int r = 0; r < Lr; r++) w->odds[r] = w->odds[r] + w->addend[r];
     }
-    for (int r = 0; r < Lr; r++) n2sc[i + r] = libm_logf(odds[r] / (float)NSAMPLES);
+    w->segments[5 * MAX_SEGMENTS] = n;
+    return TAIL_OK;
+}
+
+// Its third part, then the dominance test: the region's null2 scores into n2sc, and the
+// envelopes of its segments into `envelopes`, their number into `count`.
+TAIL_FN int region_envelopes(int i, int j, float *n2sc, RegionWork *w, Envelope *envelopes, int *count,
+                             Arena *arena) {
+    const int Lr = j - i + 1, n = w->segments[5 * MAX_SEGMENTS];
+    for (int r = 0; r < Lr; r++) n2sc[i + r] = libm_logf(w->odds[r] / (float)NSAMPLES);
+    int *seg_sample = w->segments, *seg_i = w->segments + MAX_SEGMENTS, *seg_j = w->segments + 2 * MAX_SEGMENTS;
+    int *seg_k = w->segments + 3 * MAX_SEGMENTS, *seg_m = w->segments + 4 * MAX_SEGMENTS;
     int nenv = 0;
-    status = cluster(seg_sample, seg_i, seg_j, seg_k, seg_m, n, NSAMPLES, arena, envelopes, MAX_ENVELOPES, &nenv);
+    int status = cluster(seg_sample, seg_i, seg_j, seg_k, seg_m, n, NSAMPLES, arena, envelopes, MAX_ENVELOPES, &nenv);
     if (status != TAIL_OK) return status;
     // Of two envelopes overlapping by 80% of the shorter, the less probable one is dominated (on a
     // tie, the first); the scan stops at the first envelope that starts right after (overlap 0).

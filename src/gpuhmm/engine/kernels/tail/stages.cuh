@@ -3,7 +3,9 @@
 // items with memory sized by the item (tail.cu), and the host build loops over the same items:
 //   1. parse (per pair): Forward parser, the F3 test, Backward parser, p7_DomainDecoding and the
 //      region scan; regions are appended to a queue.
-//   2. regions (per multi-domain region): region_trace_ensemble and the dominance test.
+//   2. regions (per multi-domain region): region_trace_ensemble and the dominance test, in three
+//      kernels: the region's Forward matrix, its traces, their clustering (its arena keeps what
+//      one leaves for the next).
 //   3. envelopes (per envelope, single-domain regions included): rescore_isolated_domain.
 //   4. assemble (per pair): the domains in region and envelope order, HMMER's counts, the scores,
 //      and the size of the hit's serialized record;
@@ -13,9 +15,10 @@
 // and read by a later one, over disjoint residue ranges.
 //
 // Thread → data: a lane group (4 threads, lanegroup.cuh) per pair for the parsers of stage 1,
-// then its thread 0; one thread per item otherwise; the schedule orders items by decreasing size. Memory: a pair's
-// space (PairSpace) lives from stage 1 to stage 4; a region's or envelope's arena only for its
-// stage, at an offset the schedule gives (sized by the item, not by the target).
+// then its thread 0; one thread per item otherwise (tail.cu spreads them); the schedule orders
+// items costliest first. Memory: a pair's space (PairSpace) lives from stage 1 to stage 4; a
+// region's or envelope's arena only for its stage, at an offset the schedule gives (sized by the
+// item, not by the target).
 #pragma once
 #include "parsers.cuh"
 #include "serialize.cuh"
@@ -200,30 +203,59 @@ TAIL_FN void parse_pair(const Tail *t, int item, const LaneGroup &g) {
     state->status = status;
 }
 
-// Stage 2 for region task `item`: the envelopes of the region's trace ensemble, which also sets
-// its residues' null2 scores.
-TAIL_FN void sample_region(const Tail *t, int item) {
-    const RegionTask *task = t->region_tasks + item;
-    const Profile *om = &t->models[t->pairs[task->pair].model].om;
+// Region task `item` and its arena's arrays, laid out alike by each of stage 2's three kernels.
+struct RegionItem {
+    const RegionTask *task;
+    const Profile *om;
+    const unsigned char *dsq;
     int L;
-    const unsigned char *dsq = residues_of(t, task->pair, &L);
-    Arena arena = {t->arena + task->scratch, 0, task->bytes, 0};
-    Envelope *envelopes = (Envelope *)arena_alloc(&arena, sizeof(Envelope) * MAX_ENVELOPES);
-    int *out = t->region_envelopes + (tail_size_t)item * (1 + 2 * MAX_ENVELOPES);
-    out[0] = 0;
-    if (!envelopes) {
-        t->region_status[item] = TAIL_CAPACITY;
-        return;
-    }
+    Arena arena;
+    Envelope *envelopes;
+    RegionWork work;
+};
+
+TAIL_FN RegionItem region_item(const Tail *t, int item) {
+    RegionItem r;
+    r.task = t->region_tasks + item;
+    r.om = &t->models[t->pairs[r.task->pair].model].om;
+    r.dsq = residues_of(t, r.task->pair, &r.L);
+    r.arena = {t->arena + r.task->scratch, 0, r.task->bytes, 0};
+    r.envelopes = (Envelope *)arena_alloc(&r.arena, sizeof(Envelope) * MAX_ENVELOPES);
+    r.work = region_work(r.om, r.task->j - r.task->i + 1, &r.arena);
+    return r;
+}
+
+// Stage 2, first kernel, for region task `item`: its Forward matrix (region_forward).
+TAIL_FN void region_forward_item(const Tail *t, int item) {
+    RegionItem r = region_item(t, item);
+    t->region_envelopes[(tail_size_t)item * (1 + 2 * MAX_ENVELOPES)] = 0;
+    t->region_status[item] = r.arena.overflow
+                                 ? TAIL_CAPACITY
+                                 : region_forward(r.om, r.dsq, r.L, r.task->i, r.task->j, &r.work);
+}
+
+// Stage 2, second kernel: its 200 traces from the seeded generator (region_traces).
+TAIL_FN void region_traces_item(const Tail *t, int item) {
+    if (t->region_status[item] != TAIL_OK) return;
+    RegionItem r = region_item(t, item);
     Randomness rng;
     rng_init(&rng, t->settings.seed);
+    t->region_status[item] = region_traces(r.om, r.dsq, r.L, r.task->i, r.task->j, &rng, &r.work);
+}
+
+// Stage 2, third kernel: its null2 scores and envelopes (region_envelopes), out as the count
+// then each envelope's (i, j).
+TAIL_FN void region_envelopes_item(const Tail *t, int item) {
+    if (t->region_status[item] != TAIL_OK) return;
+    RegionItem r = region_item(t, item);
     int nenv = 0;
-    int status = region_trace_ensemble(om, dsq, L, task->i, task->j, &rng, space_of(t, task->pair).n2sc,
-                                       envelopes, &nenv, &arena);
+    int status = region_envelopes(r.task->i, r.task->j, space_of(t, r.task->pair).n2sc, &r.work, r.envelopes, &nenv,
+                                  &r.arena);
     t->region_status[item] = status;
     if (status != TAIL_OK) return;
+    int *out = t->region_envelopes + (tail_size_t)item * (1 + 2 * MAX_ENVELOPES);
     out[0] = nenv;
-    for (int e = 0; e < nenv; e++) out[1 + 2 * e] = envelopes[e].i, out[2 + 2 * e] = envelopes[e].j;
+    for (int e = 0; e < nenv; e++) out[1 + 2 * e] = r.envelopes[e].i, out[2 + 2 * e] = r.envelopes[e].j;
 }
 
 // Stage 3 for envelope task `item`: rescore_isolated_domain, into one Domain.

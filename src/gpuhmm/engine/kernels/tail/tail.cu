@@ -1,9 +1,12 @@
 // The stages after the Forward filter (HMMER 3.4 p7_Pipeline from p7_ForwardParser on), as the
-// five kernels of stages.cuh: parse, regions, envelopes, assemble, serialize, launched in that order.
+// kernels of stages.cuh: parse; regions, traces and clusters (stage 2's three parts); envelopes,
+// assemble, serialize, launched in that order.
 //
-// Thread → data: stage 1 gives each pair a lane group of 4 threads; the other stages give each
-// item (a pair, a multi-domain region or an envelope; the schedule orders them by decreasing size)
-// `spread` threads of which the first runs it serially in its own arena. Lane width:
+// Thread → data: stage 1 gives each pair a lane group of 4 threads; the other kernels give each
+// item (a pair, a multi-domain region or an envelope; the schedule orders them costliest first)
+// `spread` threads of which the first runs it serially in its own arena. The traces take one
+// thread a region, so that a warp runs 32 regions of about the same length (their chains of
+// draws), in at most 96 registers (an SM holds 20 such warps, 640 regions). Lane width:
 // HMMER's 4 float32 lanes, as loops (common.cuh). Rounding: compiled without fused multiply-adds
 // (-fmad=false) and without flush-to-zero, so every operation is the IEEE float32 or double
 // operation HMMER's SSE code performs; the device's double log and exp are used only where the
@@ -28,7 +31,17 @@ __global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
 
 __global__ void tail_regions(const gpuhmm_tail::Tail *t, int spread) {
     int item = tail_item(t->ntasks, spread);
-    if (item >= 0) gpuhmm_tail::sample_region(t, item);
+    if (item >= 0) gpuhmm_tail::region_forward_item(t, item);
+}
+
+__global__ void __launch_bounds__(64, 10) tail_traces(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->ntasks, spread);
+    if (item >= 0) gpuhmm_tail::region_traces_item(t, item);
+}
+
+__global__ void tail_clusters(const gpuhmm_tail::Tail *t, int spread) {
+    int item = tail_item(t->ntasks, spread);
+    if (item >= 0) gpuhmm_tail::region_envelopes_item(t, item);
 }
 
 __global__ void tail_envelopes(const gpuhmm_tail::Tail *t, int spread) {
