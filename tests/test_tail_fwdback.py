@@ -1,7 +1,8 @@
 """The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host) against the
 numpy reference (tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full
 matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit; and
-the lane-group parsers (parsers.cuh, the 4 lanes as host coroutines) against the same."""
+Forward and Backward by a lane group (parsers.cuh, the 4 lanes as host coroutines) against the
+same."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ extern "C" int tail_backward(const Profile *om, const unsigned char *dsq, int L,
                              const Matrix *fwd, Matrix *bck, f4 *rows) {
     return backward(om, dsq, L, xf, fwd, bck, rows);
 }
-// Both parsers by a lane group: the status, or -1 where the lanes' scores differ.
-extern "C" int tail_group_parsers(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
+// Forward and Backward by a lane group: the status, or -1 where the lanes' scores differ.
+extern "C" int tail_group_fwdback(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
                                   Matrix *fwd, Matrix *bck, f4 *rows, float *score) {
     int status[4];
     float scores[4];
@@ -119,25 +120,34 @@ def test_envelopes_unihit(cases):
             assert _same(bck.rows[0], ref_bck.M) and _same(fwd.rows[1], ref_fwd.D)
 
 
-def test_lane_group_parsers(cases):
-    """The parsers run by 4 threads, one per lane, give the one-thread parsers' bits."""
+@pytest.mark.parametrize("full", [False, True], ids=["parser", "full"])
+def test_lane_group_forward_and_backward(cases, full):
+    """Forward and Backward run by 4 threads, one per lane, give the one-thread versions' bits:
+    the parsers over whole targets, full matrices over each target's middle half, unihit."""
     lib = tail_build.build(SHIM)
     pointer = ctypes.c_void_p
-    lib.tail_group_parsers.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer, pointer]
+    lib.tail_group_fwdback.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer, pointer]
     for profile, residues in cases:
-        xf = special_transitions(len(residues), multihit=True)
-        ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=False)
-        ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=False)
+        xf = special_transitions(len(residues), multihit=not full)
+        if full:
+            residues = residues[len(residues) // 4 : 3 * len(residues) // 4]
+        ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=full)
+        ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=full)
         om = tail_build.Profile.from_striped(profile)
         cxf = tail_build.SpecialTransitions.from_reference(xf)
         L, Q = len(residues), profile.Q
         dsq = np.ascontiguousarray(residues)
         rows = np.zeros((6 * Q, 4), dtype=np.float32)
-        fwd, bck = tail_build.Matrix.empty(L, Q, False), tail_build.Matrix.empty(L, Q, False)
+        fwd, bck = tail_build.Matrix.empty(L, Q, full), tail_build.Matrix.empty(L, Q, full)
         score = ctypes.c_float()
         args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf), ctypes.byref(fwd), ctypes.byref(bck))
-        assert lib.tail_group_parsers(*args, rows.ctypes.data, ctypes.byref(score)) == 0, profile.name
+        assert lib.tail_group_fwdback(*args, rows.ctypes.data, ctypes.byref(score)) == 0, profile.name
         assert _same(np.float32(score.value), ref_score), profile.name
         assert _same(fwd.specials, ref_fwd.specials), profile.name
         assert _same(bck.specials, ref_bck.specials), profile.name
         assert bool(bck.has_own_scales) == ref_bck.has_own_scales
+        if full:
+            for ours, theirs in zip(
+                fwd.rows + bck.rows, (ref_fwd.M, ref_fwd.D, ref_fwd.I, ref_bck.M, ref_bck.D, ref_bck.I)
+            ):
+                assert _same(ours, theirs), profile.name

@@ -278,7 +278,8 @@ CALLS_AT_ONCE = 4
 #: Threads per item of each kernel (parse, regions, envelopes, assemble, serialize, traces,
 #: clusters): a lane group per pair for the parsers; otherwise the first thread works, and the
 #: regions' Forward and clustering and the envelopes get a warp each so that their divergent
-#: serial code does not serialize a warp. The traces run 32 regions a warp, of similar lengths.
+#: serial code does not serialize a warp (its first 4 threads run the regions' and envelopes'
+#: Forward and Backward as a lane group). The traces run 32 regions a warp, of similar lengths.
 THREADS_PER_ITEM = (4, 32, 32, 1, 1, 1, 32)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536

@@ -3,9 +3,10 @@
 // bit for bit (tests/oracle/domaindef.py), and each domain's alignment display
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
-// Thread → data: one thread per target for the region scan; one per multi-domain region for each
-// of its trace ensemble's three parts (its Forward matrix, its traces, their clustering); one
-// per envelope for its rescoring (stages.cuh); each region or envelope has its own arena. Lane
+// Thread → data: one thread per target for the region scan; per multi-domain region, a lane group
+// (4 threads, parsers.cuh) for its Forward matrix, then one thread for its traces and one for
+// their clustering; per envelope, a lane group for its Forward and Backward, then one thread for
+// the rest of its rescoring (stages.cuh); each region or envelope has its own arena. Lane
 // width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
 // for the region thresholds; the null2 scores are glibc's logf of float32 odds; a domain's
 // correction is the in-order float32 sum of its residues' null2 scores.
@@ -14,6 +15,7 @@
 #include "fwdback.cuh"
 #include "null2.cuh"
 #include "optacc.cuh"
+#include "parsers.cuh"
 #include "spensemble.cuh"
 #include "stotrace.cuh"
 
@@ -128,9 +130,11 @@ TAIL_FN int display(const Profile *om, const Annotation *ann, const unsigned cha
 
 // rescore_isolated_domain: envelope i..j in unihit mode. Adds the domain to `def` unless posterior
 // decoding overflows (HMMER then drops the envelope). Without `null2_is_done`, sets the
-// envelope's null2 scores from its posteriors.
-TAIL_FN int rescore_isolated_domain(const Profile *om, const Annotation *ann, const unsigned char *dsq, int L,
-                                    int i, int j, int null2_is_done, float *n2sc, Definition *def, Arena *arena) {
+// envelope's null2 scores from its posteriors. The lane group `g` runs Forward and Backward;
+// its thread 0 alone goes on, and its status is the envelope's.
+TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const Annotation *ann,
+                                    const unsigned char *dsq, int L, int i, int j, int null2_is_done, float *n2sc,
+                                    Definition *def, Arena *arena) {
     const SpecialTransitions xf = reconfigured(L, 0);
     const int Ld = j - i + 1, Q = om->Q;
     const unsigned char *residues = dsq + i - 1;
@@ -145,10 +149,10 @@ TAIL_FN int rescore_isolated_domain(const Profile *om, const Annotation *ann, co
     pp.C = (float *)arena_alloc(arena, sizeof(float) * (Ld + 1));
     if (arena->overflow) return TAIL_CAPACITY;
     float envsc;
-    int status = forward(om, residues, Ld, &xf, &fwd, scratch, &envsc);
+    int status = group_forward(g, om, residues, Ld, &xf, &fwd, scratch, &envsc);
     if (status != TAIL_OK) return status;
-    status = backward(om, residues, Ld, &xf, &fwd, &bck, scratch);
-    if (status != TAIL_OK) return status;
+    status = group_backward(g, om, residues, Ld, &xf, &fwd, &bck, scratch);
+    if (status != TAIL_OK || g.z != 0) return status;
     pp.L = Ld, pp.Q = Q, pp.M = bck.M, pp.I = bck.I;  // decoded in place, as HMMER does
     if (decoding(&xf, &fwd, &bck, &pp) != TAIL_OK) {
         arena->used = mark;
@@ -213,11 +217,12 @@ TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
     return w;
 }
 
-// region_trace_ensemble's first part: the multihit Forward matrix of region i..j.
-TAIL_FN int region_forward(const Profile *om, const unsigned char *dsq, int L, int i, int j, RegionWork *w) {
+// region_trace_ensemble's first part: the multihit Forward matrix of region i..j, by the lane group g.
+TAIL_FN int region_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L, int i, int j,
+                           RegionWork *w) {
     const SpecialTransitions xf = reconfigured(L, 1);
     float unused;
-    int status = forward(om, dsq + i - 1, j - i + 1, &xf, &w->fwd, w->scratch, &unused);
+    int status = group_forward(g, om, dsq + i - 1, j - i + 1, &xf, &w->fwd, w->scratch, &unused);
     return status == TAIL_RANGE ? status : TAIL_OK;  // the score's rounding (TAIL_UNCERTAIN) is not used
 }
 

@@ -1,6 +1,6 @@
-// HMMER 3.4's p7_ForwardParser and p7_BackwardParser (impl_sse/fwdback.c: forward_engine and
-// backward_engine without full matrices) run by a lane group: bit for bit what fwdback.cuh's
-// forward and backward compute for a parser matrix (tests/test_tail_fwdback.py).
+// HMMER 3.4's Forward and Backward (impl_sse/fwdback.c: forward_engine and backward_engine, with
+// a parser matrix or a full one) run by a lane group: bit for bit what fwdback.cuh's forward and
+// backward compute for the same matrix (tests/test_tail_fwdback.py).
 //
 // Thread → data: the 4 threads of a LaneGroup share one target; thread z updates lane z of every
 // striped vector of the rows (component z of each f4), in HMMER's q order, so each lane's chains
@@ -15,16 +15,18 @@
 
 namespace gpuhmm_tail {
 
-// p7_ForwardParser: fills fwd->xmx (thread 0), the score in nats in every thread. `rows` holds
-// 6·Q vectors of scratch.
+// p7_ForwardParser (fwd->M null; `rows` then holds 6·Q vectors of scratch) or p7_Forward: fills
+// fwd->xmx (thread 0) and lane z of the full matrix's rows (thread z), the score in nats in every
+// thread; the group is synchronized when it returns.
 TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
     const int Q = om->Q, z = g.z;
     const f4 *t = om->tfv;
     const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
     const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
-    const int stop_early = om->M >= 100;
+    const int stop_early = om->M >= 100, full = fwd->M != 0;
     f4 *Mp = rows, *Dp = rows + Q, *Ip = rows + 2 * Q, *Mc = rows + 3 * Q, *Dc = rows + 4 * Q, *Ic = rows + 5 * Q;
+    if (full) Mp = fwd->M, Dp = fwd->D, Ip = fwd->I;
     for (int q = 0; q < Q; q++) Mp[q].v[z] = Dp[q].v[z] = Ip[q].v[z] = 0.0f;
     float xN = 1.0f, xJ = 0.0f, xC = 0.0f, xB = xf->move, xE = 0.0f;
     if (z == 0) {
@@ -35,6 +37,7 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
     int certain = TAIL_OK;
     fwd->L = L, fwd->Q = Q, fwd->has_own_scales = 1;
     for (int i = 1; i <= L; i++) {
+        if (full) Mc = fwd->M + (tail_size_t)i * Q, Dc = fwd->D + (tail_size_t)i * Q, Ic = fwd->I + (tail_size_t)i * Q;
         const f4 *e = om->rfv + dsq[i - 1] * Q;
         float mpv = from_left(g, mlast), ipv = from_left(g, ilast), dpv = from_left(g, dlast);
         float xEv = 0.0f, dcv = 0.0f;
@@ -93,7 +96,7 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
         swap = Dp, Dp = Dc, Dc = swap;
         swap = Ip, Ip = Ic, Ic = swap;
     }
-    g.sync();  // the other threads read thread 0's scale factors next
+    g.sync();  // the other threads read thread 0's scale factors next, and thread 0 every lane
     if (L > 0 && is_range_error(xC)) return TAIL_RANGE;
     if (certified_float((double)totscale, (double)(xC * xf->move), score) != TAIL_OK) return TAIL_UNCERTAIN;
     return certain;
@@ -143,15 +146,19 @@ TAIL_FN void group_scale_row(int z, f4 *M, f4 *D, f4 *I, int Q, float *x, float 
         for (int c = 0; c < X_COUNT; c++) out[c] = x[c];
 }
 
-// p7_BackwardParser with the scale factors of `fwd` (thread 0's, synchronized by group_forward)
-// until its own xB passes 1e16: fills bck->xmx (thread 0). `rows` holds 4·Q vectors of scratch.
+// p7_BackwardParser (bck->M null) or p7_Backward, with the scale factors of `fwd` (thread 0's,
+// synchronized by group_forward) until its own xB passes 1e16: fills bck->xmx (thread 0) and lane
+// z of the full matrix's rows (thread z); the group is synchronized when it returns. `rows` holds
+// 4·Q vectors of scratch.
 TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
                            const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
     const int Q = om->Q, z = g.z;
     const f4 *t = om->tfv;
     const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
     const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
+    const int full = bck->M != 0;
     f4 *emitted = rows, *Mc = rows + Q, *Dc = rows + 2 * Q, *Ic = rows + 3 * Q;
+    if (full) Mc = bck->M + (tail_size_t)L * Q, Dc = bck->D + (tail_size_t)L * Q, Ic = bck->I + (tail_size_t)L * Q;
     bck->L = L, bck->Q = Q;
 
     // Row L: every M and D may end at E, then D→D and M→D.
@@ -176,15 +183,18 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         for (int q = 0; q < Q; q++) emitted[q].v[z] = Mc[q].v[z] * e[q].v[z];
         float wrapped = from_right(g, emitted[0].v[z]);
         float xBv = 0.0f;
+        f4 *Mn = Mc, *Dn = Dc, *In = Ic;  // row i: in place in a parser, its own row in a full matrix
+        if (full) Mn = bck->M + (tail_size_t)i * Q, Dn = bck->D + (tail_size_t)i * Q, In = bck->I + (tail_size_t)i * Q;
         for (int q = Q - 1; q >= 0; q--) {
             float next = q + 1 < Q ? emitted[q + 1].v[z] : wrapped;
             float ic = Ic[q].v[z];
-            Ic[q].v[z] = (ic * tII[q].v[z]) + (next * model_successor(tIM, q, Q, z));
-            Dc[q].v[z] = next * model_successor(tDM, q, Q, z);
-            Mc[q].v[z] = (ic * tMI[q].v[z]) + (next * model_successor(tMM, q, Q, z));
+            In[q].v[z] = (ic * tII[q].v[z]) + (next * model_successor(tIM, q, Q, z));
+            Dn[q].v[z] = next * model_successor(tDM, q, Q, z);
+            Mn[q].v[z] = (ic * tMI[q].v[z]) + (next * model_successor(tMM, q, Q, z));
             float term = emitted[q].v[z] * tBM[q].v[z];
             xBv = q == Q - 1 ? term : xBv + term;
         }
+        Mc = Mn, Dc = Dn, Ic = In;
         xB = g.hsum(xBv);
         xC = xC * xf->loop;
         xJ = (xB * xf->move) + (xJ * xf->loop);
@@ -219,7 +229,10 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         float *x = bck->xmx;
         x[X_E] = 0.0f, x[X_N] = xN, x[X_J] = 0.0f, x[X_B] = xB, x[X_C] = 0.0f, x[X_SCALE] = 1.0f;
     }
+    if (full)
+        for (int q = 0; q < Q; q++) bck->M[q].v[z] = bck->D[q].v[z] = bck->I[q].v[z] = 0.0f;
     bck->has_own_scales = own_scales;
+    g.sync();
     if (L > 0 && is_range_error(xN)) return TAIL_RANGE;
     return TAIL_OK;
 }

@@ -225,13 +225,14 @@ TAIL_FN RegionItem region_item(const Tail *t, int item) {
     return r;
 }
 
-// Stage 2, first kernel, for region task `item`: its Forward matrix (region_forward).
-TAIL_FN void region_forward_item(const Tail *t, int item) {
+// Stage 2, first kernel, for region task `item`, by the lane group g: its Forward matrix
+// (region_forward).
+TAIL_FN void region_forward_item(const Tail *t, int item, const LaneGroup &g) {
     RegionItem r = region_item(t, item);
+    int status = r.arena.overflow ? TAIL_CAPACITY : region_forward(g, r.om, r.dsq, r.L, r.task->i, r.task->j, &r.work);
+    if (g.z != 0) return;
     t->region_envelopes[(tail_size_t)item * (1 + 2 * MAX_ENVELOPES)] = 0;
-    t->region_status[item] = r.arena.overflow
-                                 ? TAIL_CAPACITY
-                                 : region_forward(r.om, r.dsq, r.L, r.task->i, r.task->j, &r.work);
+    t->region_status[item] = status;
 }
 
 // Stage 2, second kernel: its 200 traces from the seeded generator (region_traces).
@@ -258,8 +259,8 @@ TAIL_FN void region_envelopes_item(const Tail *t, int item) {
     for (int e = 0; e < nenv; e++) out[1 + 2 * e] = r.envelopes[e].i, out[2 + 2 * e] = r.envelopes[e].j;
 }
 
-// Stage 3 for envelope task `item`: rescore_isolated_domain, into one Domain.
-TAIL_FN void rescore_envelope(const Tail *t, int item) {
+// Stage 3 for envelope task `item`, by the lane group g: rescore_isolated_domain, into one Domain.
+TAIL_FN void rescore_envelope(const Tail *t, int item, const LaneGroup &g) {
     const EnvelopeTask *task = t->envelope_tasks + item;
     const Model *model = t->models + t->pairs[task->pair].model;
     const Profile *om = &model->om;
@@ -273,8 +274,10 @@ TAIL_FN void rescore_envelope(const Tail *t, int item) {
     def.capacity = 1;
     def.out = &text;
     def.ndom = 0;
-    out->status = rescore_isolated_domain(om, &model->ann, dsq, L, task->i, task->j, task->clustered,
-                                          space_of(t, task->pair).n2sc, &def, &arena);
+    int status = rescore_isolated_domain(g, om, &model->ann, dsq, L, task->i, task->j, task->clustered,
+                                         space_of(t, task->pair).n2sc, &def, &arena);
+    if (g.z != 0) return;
+    out->status = status;
     out->kept = def.ndom;
 }
 
