@@ -1,8 +1,7 @@
-"""The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host) against the
-numpy reference (tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full
-matrices, multihit over whole targets and unihit over sub-ranges, every float bit for bit; and
-Forward and Backward by a lane group (parsers.cuh, the 4 lanes as host coroutines) against the
-same."""
+"""The tail's Forward and Backward (kernels/tail/parsers.cuh, built for the host: the 4 threads of
+a lane group, one per SSE lane, as host coroutines) against the numpy reference
+(tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full matrices, multihit
+over whole targets and unihit over sub-ranges, every float bit for bit, the same in every lane."""
 
 from __future__ import annotations
 
@@ -22,17 +21,9 @@ SHIM = """
 #include <cstring>
 #include "parsers.cuh"
 using namespace gpuhmm_tail;
-extern "C" int tail_forward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
-                            Matrix *mx, f4 *rows, float *score) {
-    return forward(om, dsq, L, xf, mx, rows, score);
-}
-extern "C" int tail_backward(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
-                             const Matrix *fwd, Matrix *bck, f4 *rows) {
-    return backward(om, dsq, L, xf, fwd, bck, rows);
-}
-// Forward and Backward by a lane group: the status, or -1 where the lanes' scores differ.
-extern "C" int tail_group_fwdback(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
-                                  Matrix *fwd, Matrix *bck, f4 *rows, float *score) {
+// Forward then Backward by a lane group: the status, or -1 where the lanes' scores differ.
+extern "C" int tail_fwdback(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
+                            Matrix *fwd, Matrix *bck, f4 *rows, float *score) {
     int status[4];
     float scores[4];
     run_lane_group([&](const LaneGroup &g) {
@@ -66,11 +57,10 @@ def _same(a, b):
     return np.array_equal(np.asarray(a, np.float32).view(np.uint32), np.asarray(b, np.float32).view(np.uint32))
 
 
-def _run(profile, residues, xf, full, full_length):
+def _run(profile, residues, xf, full):
     lib = tail_build.build(SHIM)
     pointer = ctypes.c_void_p
-    lib.tail_forward.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer]
-    lib.tail_backward.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer]
+    lib.tail_fwdback.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer, pointer]
     om = tail_build.Profile.from_striped(profile)
     cxf = tail_build.SpecialTransitions.from_reference(xf)
     L, Q = len(residues), profile.Q
@@ -78,9 +68,8 @@ def _run(profile, residues, xf, full, full_length):
     rows = np.zeros((6 * Q, 4), dtype=np.float32)
     fwd, bck = tail_build.Matrix.empty(L, Q, full), tail_build.Matrix.empty(L, Q, full)
     score = ctypes.c_float()
-    args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf))
-    assert lib.tail_forward(*args, ctypes.byref(fwd), rows.ctypes.data, ctypes.byref(score)) == 0
-    assert lib.tail_backward(*args, ctypes.byref(fwd), ctypes.byref(bck), rows.ctypes.data) == 0
+    args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf), ctypes.byref(fwd), ctypes.byref(bck))
+    assert lib.tail_fwdback(*args, rows.ctypes.data, ctypes.byref(score)) == 0, profile.name
     return fwd, bck, np.float32(score.value), bool(bck.has_own_scales)
 
 
@@ -90,7 +79,7 @@ def test_whole_targets_multihit(cases, full):
         xf = special_transitions(len(residues), multihit=True)
         ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=full)
         ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=full)
-        fwd, bck, score, own = _run(profile, residues, xf, full, len(residues))
+        fwd, bck, score, own = _run(profile, residues, xf, full)
         assert _same(score, ref_score), profile.name
         assert _same(fwd.specials, ref_fwd.specials), profile.name
         assert _same(bck.specials, ref_bck.specials), profile.name
@@ -114,39 +103,10 @@ def test_envelopes_unihit(cases):
             piece = residues[i - 1 : j]
             ref_fwd, ref_score = fwdback.forward(profile, piece, xf, full=True)
             ref_bck = fwdback.backward(profile, piece, xf, ref_fwd, full=True)
-            fwd, bck, score, _ = _run(profile, piece, xf, True, L)
+            fwd, bck, score, own = _run(profile, piece, xf, True)
             assert _same(score, ref_score)
             assert _same(fwd.specials, ref_fwd.specials) and _same(bck.specials, ref_bck.specials)
-            assert _same(bck.rows[0], ref_bck.M) and _same(fwd.rows[1], ref_fwd.D)
-
-
-@pytest.mark.parametrize("full", [False, True], ids=["parser", "full"])
-def test_lane_group_forward_and_backward(cases, full):
-    """Forward and Backward run by 4 threads, one per lane, give the one-thread versions' bits:
-    the parsers over whole targets, full matrices over each target's middle half, unihit."""
-    lib = tail_build.build(SHIM)
-    pointer = ctypes.c_void_p
-    lib.tail_group_fwdback.argtypes = [pointer, pointer, ctypes.c_int, pointer, pointer, pointer, pointer, pointer]
-    for profile, residues in cases:
-        xf = special_transitions(len(residues), multihit=not full)
-        if full:
-            residues = residues[len(residues) // 4 : 3 * len(residues) // 4]
-        ref_fwd, ref_score = fwdback.forward(profile, residues, xf, full=full)
-        ref_bck = fwdback.backward(profile, residues, xf, ref_fwd, full=full)
-        om = tail_build.Profile.from_striped(profile)
-        cxf = tail_build.SpecialTransitions.from_reference(xf)
-        L, Q = len(residues), profile.Q
-        dsq = np.ascontiguousarray(residues)
-        rows = np.zeros((6 * Q, 4), dtype=np.float32)
-        fwd, bck = tail_build.Matrix.empty(L, Q, full), tail_build.Matrix.empty(L, Q, full)
-        score = ctypes.c_float()
-        args = (ctypes.byref(om), dsq.ctypes.data, L, ctypes.byref(cxf), ctypes.byref(fwd), ctypes.byref(bck))
-        assert lib.tail_group_fwdback(*args, rows.ctypes.data, ctypes.byref(score)) == 0, profile.name
-        assert _same(np.float32(score.value), ref_score), profile.name
-        assert _same(fwd.specials, ref_fwd.specials), profile.name
-        assert _same(bck.specials, ref_bck.specials), profile.name
-        assert bool(bck.has_own_scales) == ref_bck.has_own_scales
-        if full:
+            assert own == ref_bck.has_own_scales
             for ours, theirs in zip(
                 fwd.rows + bck.rows, (ref_fwd.M, ref_fwd.D, ref_fwd.I, ref_bck.M, ref_bck.D, ref_bck.I)
             ):

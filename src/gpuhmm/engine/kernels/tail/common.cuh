@@ -17,10 +17,6 @@
 // it (or any other capacity) sends the pair back to pyhmmer rather than changing a result.
 #pragma once
 
-// A pointer through which alone its array is reached in a function: the compiler may issue a
-// loop's next loads before its stores (both compilers spell it __restrict__).
-#define TAIL_RESTRICT __restrict__
-
 #ifdef __CUDACC__
 #define TAIL_FN __device__
 #define TAIL_CONST __device__ const
@@ -127,16 +123,6 @@ TAIL_FN f4 rightshift(f4 a, float fill) {
     out.v[1] = a.v[0];
     out.v[2] = a.v[1];
     out.v[3] = a.v[2];
-    return out;
-}
-
-// _mm_move_ss(a, 0) then the (0, 3, 2, 1) shuffle: [a0 a1 a2 a3] → [a1 a2 a3 0].
-TAIL_FN f4 leftshift(f4 a) {
-    f4 out;
-    out.v[0] = a.v[1];
-    out.v[1] = a.v[2];
-    out.v[2] = a.v[3];
-    out.v[3] = 0.0f;
     return out;
 }
 

@@ -1,6 +1,7 @@
-// HMMER 3.4's Forward and Backward (impl_sse/fwdback.c: forward_engine and backward_engine, with
-// a parser matrix or a full one) run by a lane group: bit for bit what fwdback.cuh's forward and
-// backward compute for the same matrix (tests/test_tail_fwdback.py).
+// HMMER 3.4's Forward and Backward in probability space (impl_sse/fwdback.c: p7_ForwardParser and
+// p7_Forward (forward_engine), p7_BackwardParser and p7_Backward (backward_engine)) run by a lane
+// group, bit for bit (tests/oracle/fwdback.py). A parser matrix (M null) keeps only the special
+// states; a full one every row.
 //
 // Thread → data: the 4 threads of a LaneGroup share one target; thread z updates lane z of every
 // striped vector of the rows (component z of each f4), in HMMER's q order, so each lane's chains
@@ -8,7 +9,7 @@
 // group: the shifted vectors at the ends of the q loops (kept in registers and exchanged), the
 // horizontal sums and the vote that stops Forward's D→D passes. Every thread computes the
 // special states from the same values in the same order, so all hold the same bits; thread 0
-// writes them. Lane width: one float32 per thread. Rounding and overflow: as fwdback.cuh.
+// writes them. Lane width: one float32 per thread. Rounding and overflow: fwdback.cuh's.
 #pragma once
 #include "fwdback.cuh"
 #include "lanegroup.cuh"
@@ -54,7 +55,9 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
             dcv = sv * tMD[q].v[z];
             Ic[q].v[z] = mpv * tMI[q].v[z] + ipv * tII[q].v[z];
         }
-        // The D→D passes (fwdback.cuh forward_dd): one extending D, up to three the carry.
+        // The D→D passes: one extending D itself (each updated cell times DD carries on), then up
+        // to three extending only the carry; from M = 100 on HMMER stops after a pass that raised
+        // no cell.
         float carry = from_left(g, dcv);
         for (int q = 0; q < Q; q++) {
             Dc[q].v[z] = carry + Dc[q].v[z];
@@ -123,8 +126,8 @@ TAIL_FN void group_add_md(const LaneGroup &g, f4 *M, const f4 *D, const f4 *tMD,
     for (int q = 0; q < Q; q++) M[q].v[z] = M[q].v[z] + (q + 1 < Q ? D[q + 1].v[z] : wrapped) * tMD[q].v[z];
 }
 
-// Lane z of a model vector's successor (fwdback.cuh successor): vector q + 1, or the next lane's
-// vector 0 (0 in lane 3) for q = Q − 1.
+// Lane z of a model vector's successor, node k + 1: vector q + 1, or for q = Q − 1 the next
+// lane's vector 0 (0 in lane 3).
 TAIL_FN float model_successor(const f4 *a, int q, int Q, int z) {
     return q + 1 < Q ? a[q + 1].v[z] : (z < 3 ? a[0].v[z + 1] : 0.0f);
 }
