@@ -1,4 +1,4 @@
-"""The tail's Forward and Backward (kernels/tail/parsers.cuh, built for the host: the 4 threads of
+"""The tail's Forward and Backward (kernels/tail/fwdback.cuh, built for the host: the 4 threads of
 a lane group, one per SSE lane, as host coroutines) against the numpy reference
 (tests/oracle/fwdback.py, itself bit-exact with pyhmmer): parser and full matrices, multihit
 over whole targets and unihit over sub-ranges, every float bit for bit, the same in every lane."""
@@ -19,7 +19,7 @@ from oracle import fwdback
 
 SHIM = """
 #include <cstring>
-#include "parsers.cuh"
+#include "fwdback.cuh"
 using namespace gpuhmm_tail;
 // Forward then Backward by a lane group: the status, or -1 where the lanes' scores differ.
 extern "C" int tail_fwdback(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,

@@ -4,7 +4,7 @@
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
 // Thread → data: one thread per target for the region scan; per multi-domain region, a lane group
-// (4 threads, parsers.cuh) for its Forward matrix, then one thread for its traces and one for
+// (4 threads, fwdback.cuh) for its Forward matrix, then one thread for its traces and one for
 // their clustering; per envelope, a lane group for its Forward and Backward, then one thread for
 // the rest of its rescoring (stages.cuh); each region or envelope has its own arena. Lane
 // width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
@@ -15,7 +15,6 @@
 #include "fwdback.cuh"
 #include "null2.cuh"
 #include "optacc.cuh"
-#include "parsers.cuh"
 #include "spensemble.cuh"
 #include "stotrace.cuh"
 

@@ -1,5 +1,5 @@
 // A group of 4 threads, one per lane of HMMER's __m128, running one DP problem together
-// (parsers.cuh): each thread keeps its lane's serial chains, and the steps that cross lanes
+// (fwdback.cuh): each thread keeps its lane's serial chains, and the steps that cross lanes
 // (esl_sse_rightshift_float, the left shift of the Backward successor, esl_sse_hsum_ps, the
 // early-exit test of Forward's D→D passes) are explicit exchanges.
 //

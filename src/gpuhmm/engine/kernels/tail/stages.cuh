@@ -20,7 +20,7 @@
 // region's or envelope's arena only for its stage, at an offset the schedule gives (sized by the
 // item, not by the target).
 #pragma once
-#include "parsers.cuh"
+#include "fwdback.cuh"
 #include "serialize.cuh"
 
 namespace gpuhmm_tail {
