@@ -40,7 +40,6 @@ def test_a_model_the_gpu_cannot_hold_shares_a_task_with_filtered_ones(tmp_path, 
     pyhmmer's whole pipeline in the task whose first two models the GPU filters."""
     monkeypatch.setattr(queue_engine, "holds", lambda M: M < 45)
     run_golden(tmp_path, "search", "tiny_proteins", "defaults", *ENGINE[:4], "--model-shards", 1, *ENGINE[-2:])
-    assert queue_engine.pairs > 0
 
 
 def test_a_pair_finished_twice_fails_the_search(tmp_path, queue_engine, monkeypatch):
