@@ -6,10 +6,10 @@
 // Thread → data: one thread per target for the region scan; per multi-domain region, a lane group
 // (4 threads, fwdback.cuh) for its Forward matrix, then one thread for its traces and one for
 // their clustering; per envelope, a lane group for its Forward and Backward, then one thread for
-// the rest of its rescoring (stages.cuh); each region or envelope has its own arena. Lane
-// width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of float32 differences
-// for the region thresholds; the null2 scores are glibc's logf of float32 odds; a domain's
-// correction is the in-order float32 sum of its residues' null2 scores.
+// the rest of its rescoring (stages.cuh); each region or envelope has its own arena.
+// Lane width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of
+// float32 differences for the region thresholds; the null2 scores are glibc's logf of float32
+// odds; a domain's correction is the in-order float32 sum of its residues' null2 scores.
 #pragma once
 #include "decoding.cuh"
 #include "fwdback.cuh"
