@@ -4,7 +4,8 @@ bit-exact with pyhmmer through test_domains), every float bit for bit: domain de
 targets' parser matrices; per envelope (the reference domain definition's, and sub-ranges)
 posterior decoding out of place and in place, null2 by expectation, the optimal accuracy matrix
 and score (written over Forward's storage), its trace with posteriors; null2 by trace for sampled
-and OA domains; Backward's own scale factors and scale-product overflow."""
+and OA domains; Backward's own scale factors and scale-product overflow. Decoding, null2 by
+expectation and the optimal accuracy fill run as lane groups (the 4 lanes as host coroutines)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from oracle.target import Target
 from oracle.trace import Trace as ReferenceTrace
 
 SHIM = r"""
+#include <cmath>
+#include <cstring>
 #include "decoding.cuh"
 #include "null2.cuh"
 #include "optacc.cuh"
@@ -35,17 +38,31 @@ int c_domain_decoding(const SpecialTransitions *xf, const Matrix *fwd, const Mat
                       float *mocc) {
     return domain_decoding(xf, fwd, bck, btot, etot, mocc);
 }
+// The lane-group stages, each by the 4 lanes of a host group: lane 0's result, or -1 (-inf) where
+// the lanes' results differ.
 int c_decoding(const SpecialTransitions *xf, const Matrix *fwd, const Matrix *bck, Posteriors *pp) {
-    return decoding(xf, fwd, bck, pp);
+    int status[4];
+    run_lane_group([&](const LaneGroup &g) {
+        Posteriors mine = *pp;
+        status[g.z] = decoding(g, xf, fwd, bck, &mine);
+        if (g.z == 0) *pp = mine;
+    });
+    for (int z = 1; z < 4; z++)
+        if (status[z] != status[0]) return -1;
+    return status[0];
 }
 void c_null2_by_expectation(const Profile *om, const Posteriors *pp, f4 *scratch, float *out) {
-    null2_by_expectation(om, pp, scratch, out);
+    run_lane_group([&](const LaneGroup &g) { null2_by_expectation(g, om, pp, scratch, out); });
 }
 void c_null2_by_trace(const Profile *om, const Trace *tr, int start, int end, f4 *scratch, float *out) {
     null2_by_trace(om, tr, start, end, scratch, out);
 }
 float c_optimal_accuracy(const Profile *om, const SpecialTransitions *xf, const Posteriors *pp, Matrix *oa) {
-    return optimal_accuracy(om, xf, pp, oa);
+    float score[4];
+    run_lane_group([&](const LaneGroup &g) { score[g.z] = optimal_accuracy(g, om, xf, pp, oa); });
+    for (int z = 1; z < 4; z++)
+        if (memcmp(&score[z], &score[0], sizeof(float))) return -INFINITY;
+    return score[0];
 }
 int c_oa_trace(const Profile *om, const SpecialTransitions *xf, const Posteriors *pp, const Matrix *oa, Trace *tr) {
     return oa_trace(om, xf, pp, oa, tr);

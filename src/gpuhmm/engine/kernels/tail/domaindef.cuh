@@ -5,8 +5,8 @@
 //
 // Thread → data: one thread per target for the region scan; per multi-domain region, a lane group
 // (4 threads, fwdback.cuh) for its Forward matrix, then one thread for its traces and one for
-// their clustering; per envelope, a lane group for its Forward and Backward, then one thread for
-// the rest of its rescoring (stages.cuh); each region or envelope has its own arena.
+// their clustering; per envelope, a lane group for its matrices, then one thread for its trace
+// and alignment display (stages.cuh); each region or envelope has its own arena.
 // Lane width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of
 // float32 differences for the region thresholds; the null2 scores are glibc's logf of float32
 // odds; a domain's correction is the in-order float32 sum of its residues' null2 scores.
@@ -129,8 +129,9 @@ TAIL_FN int display(const Profile *om, const Annotation *ann, const unsigned cha
 
 // rescore_isolated_domain: envelope i..j in unihit mode. Adds the domain to `def` unless posterior
 // decoding overflows (HMMER then drops the envelope). Without `null2_is_done`, sets the
-// envelope's null2 scores from its posteriors. The lane group `g` runs Forward and Backward;
-// its thread 0 alone goes on, and its status is the envelope's.
+// envelope's null2 scores from its posteriors. The lane group `g` runs Forward, Backward, the
+// decoding, the null2 odds and the optimal accuracy fill; its thread 0 alone goes on (the trace,
+// the display), and its status is the envelope's.
 TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const Annotation *ann,
                                     const unsigned char *dsq, int L, int i, int j, int null2_is_done, float *n2sc,
                                     Definition *def, Arena *arena) {
@@ -151,25 +152,26 @@ TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const
     int status = group_forward(g, om, residues, Ld, &xf, &fwd, scratch, &envsc);
     if (status != TAIL_OK) return status;
     status = group_backward(g, om, residues, Ld, &xf, &fwd, &bck, scratch);
-    if (status != TAIL_OK || g.z != 0) return status;
+    if (status != TAIL_OK) return status;
     pp.L = Ld, pp.Q = Q, pp.M = bck.M, pp.I = bck.I;  // decoded in place, as HMMER does
-    if (decoding(&xf, &fwd, &bck, &pp) != TAIL_OK) {
+    if (decoding(g, &xf, &fwd, &bck, &pp) != TAIL_OK) {
         arena->used = mark;
         return TAIL_OK;
     }
     Domain *d = def->domains + def->ndom;
     if (def->ndom == def->capacity) return TAIL_CAPACITY;
-    d->oasc = optimal_accuracy(om, &xf, &pp, &fwd);  // the Forward matrix holds the OA matrix
+    if (!null2_is_done) null2_by_expectation(g, om, &pp, scratch, null2);  // set in n2sc at the end
+    const float oasc = optimal_accuracy(g, om, &xf, &pp, &fwd);  // the Forward matrix holds the OA matrix
+    if (g.z != 0) return TAIL_OK;
+    d->oasc = oasc;
     status = oa_trace(om, &xf, &pp, &fwd, &tr);
     if (status != TAIL_OK) return status;
     for (int z = 0; z < tr.n; z++)
         if (tr.i[z] > 0) tr.i[z] += i - 1;
     status = display(om, ann, dsq, &tr, d, def->out);
     if (status != TAIL_OK) return status;
-    if (!null2_is_done) {
-        null2_by_expectation(om, &pp, scratch, null2);
+    if (!null2_is_done)
         for (int r = 0; r < Ld; r++) n2sc[i + r] = libm_logf(null2[residues[r]]);
-    }
     float correction = 0.0f;
     for (int r = i; r <= j; r++) correction = correction + n2sc[r];
     d->ienv = i, d->jenv = j;

@@ -106,10 +106,20 @@ inline void run_lane_group(const std::function<void(const LaneGroup &)> &body) {
 }
 #endif
 
-// esl_sse_rightshift_float with fill 0, seen from lane z: lane z − 1's value (0 in lane 0).
-TAIL_FN float from_left(const LaneGroup &g, float value) {
+// esl_sse_rightshift_float, seen from lane z: lane z − 1's value (`fill` in lane 0).
+TAIL_FN float from_left(const LaneGroup &g, float value, float fill = 0.0f) {
     float out = g.exchange(value, g.z > 0 ? g.z - 1 : 0);
-    return g.z > 0 ? out : 0.0f;
+    return g.z > 0 ? out : fill;
+}
+
+// The largest of the lanes' values (exact in any order, for values without NaN).
+TAIL_FN float lanes_max(const LaneGroup &g, float value) {
+    float best = value;
+    for (int lane = 0; lane < 4; lane++) {
+        float other = g.exchange(value, lane);
+        best = other > best ? other : best;
+    }
+    return best;
 }
 
 // The left shift that brings in 0, seen from lane z: lane z + 1's value (0 in lane 3).

@@ -2,7 +2,8 @@
 // p7_Null2_ByExpectation, from an envelope's posteriors, and p7_Null2_ByTrace, from the states
 // of one sampled domain (tests/oracle/null2.py).
 //
-// Thread → data: one thread computes one domain's Kp null2 odds, serially.
+// Thread → data: one thread computes one sampled domain's Kp null2 odds (by trace), serially; a
+// lane group an envelope's (by expectation), thread z summing lane z.
 // Lane width: 4 float32 lanes (f4); the usage and odds sums run lane-wise over the striped
 // vectors q = 0..Q−1, then one horizontal sum (a0 + a1) + (a2 + a3).
 // Rounding: float32 throughout, in the reference's order: per-node usage sums run over rows in
@@ -13,26 +14,15 @@
 #pragma once
 #include "common.cuh"
 #include "decoding.cuh"
+#include "lanegroup.cuh"
 #include "trace.cuh"
 
 namespace gpuhmm_tail {
 
-// _odds: null2[x] for x = 0..Kp−1 from normalized per-node usage of M (m_use) and I (i_use),
-// Q vectors each, and the N/C/J share `xfactor`.
-TAIL_FN void null2_odds(const Profile *om, const f4 *m_use, const f4 *i_use, float xfactor, float *null2) {
-    const int Q = om->Q, K = om->K, Kp = om->Kp;
-    for (int x = 0; x < K; x++) {
-        const f4 *odds = om->rfv + x * Q;
-        f4 sv;
-        for (int z = 0; z < 4; z++) sv.v[z] = m_use[0].v[z] * odds[0].v[z];
-        for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[0].v[z];
-        for (int q = 1; q < Q; q++) {
-            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + m_use[q].v[z] * odds[q].v[z];
-            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[q].v[z];
-        }
-        null2[x] = hsum(sv) + xfactor;
-    }
-    // Degenerate codes K+1..Kp−3: a float32 sum of the members' odds from 0, over their number.
+// _odds' last part: each degenerate code K+1..Kp−3 gets a float32 sum of its members' odds from 0,
+// over their number; gap, nonresidue and missing data get 1.
+TAIL_FN void null2_degenerate_odds(const Profile *om, float *null2) {
+    const int K = om->K, Kp = om->Kp;
     for (int x = K + 1; x <= Kp - 3; x++) {
         const unsigned char *row = om->degenerate + (x - K - 1) * (K + 1);
         float total = 0.0f;
@@ -44,29 +34,45 @@ TAIL_FN void null2_odds(const Profile *om, const f4 *m_use, const f4 *i_use, flo
     null2[Kp - 1] = 1.0f;  // missing data
 }
 
-// p7_Null2_ByExpectation: the null2 odds (Kp floats) of the envelope whose posteriors are `pp`
-// (rows 1..L): each node's expected M and I use summed over rows, over L. `scratch`: 2·Q f4.
-TAIL_FN void null2_by_expectation(const Profile *om, const Posteriors *pp, f4 *scratch, float *null2) {
-    const int Q = om->Q, L = pp->L;
+// _odds: null2[x] for x = 0..Kp−1 from normalized per-node usage of M (m_use) and I (i_use),
+// Q vectors each, and the N/C/J share `xfactor`.
+TAIL_FN void null2_odds(const Profile *om, const f4 *m_use, const f4 *i_use, float xfactor, float *null2) {
+    const int Q = om->Q;
+    for (int x = 0; x < om->K; x++) {
+        const f4 *odds = om->rfv + x * Q;
+        f4 sv;
+        for (int z = 0; z < 4; z++) sv.v[z] = m_use[0].v[z] * odds[0].v[z];
+        for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[0].v[z];
+        for (int q = 1; q < Q; q++) {
+            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + m_use[q].v[z] * odds[q].v[z];
+            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[q].v[z];
+        }
+        null2[x] = hsum(sv) + xfactor;
+    }
+    null2_degenerate_odds(om, null2);
+}
+
+// p7_Null2_ByExpectation by the lane group g: the null2 odds (Kp floats, written by thread 0) of
+// the envelope whose posteriors are `pp` (rows 1..L): each node's expected M and I use summed
+// over rows, over L, thread z summing lane z. `scratch`: 2·Q f4.
+TAIL_FN void null2_by_expectation(const LaneGroup &g, const Profile *om, const Posteriors *pp, f4 *scratch,
+                                  float *null2) {
+    const int Q = om->Q, L = pp->L, z = g.z;
     f4 *m_use = scratch, *i_use = scratch + Q;
     for (int q = 0; q < Q; q++) {
-        m_use[q] = pp->M[Q + q];
-        i_use[q] = pp->I[Q + q];
+        m_use[q].v[z] = pp->M[Q + q].v[z];
+        i_use[q].v[z] = pp->I[Q + q].v[z];
     }
     for (int i = 2; i <= L; i++) {
         for (int q = 0; q < Q; q++) {
-            for (int z = 0; z < 4; z++) {
-                m_use[q].v[z] = m_use[q].v[z] + pp->M[i * Q + q].v[z];
-                i_use[q].v[z] = i_use[q].v[z] + pp->I[i * Q + q].v[z];
-            }
+            m_use[q].v[z] = m_use[q].v[z] + pp->M[i * Q + q].v[z];
+            i_use[q].v[z] = i_use[q].v[z] + pp->I[i * Q + q].v[z];
         }
     }
     const float norm = 1.0f / (float)L;
     for (int q = 0; q < Q; q++) {
-        for (int z = 0; z < 4; z++) {
-            m_use[q].v[z] = m_use[q].v[z] * norm;
-            i_use[q].v[z] = i_use[q].v[z] * norm;
-        }
+        m_use[q].v[z] = m_use[q].v[z] * norm;
+        i_use[q].v[z] = i_use[q].v[z] * norm;
     }
     float n = pp->N[1], c = pp->C[1], j = pp->J[1];
     for (int i = 2; i <= L; i++) {
@@ -74,7 +80,19 @@ TAIL_FN void null2_by_expectation(const Profile *om, const Posteriors *pp, f4 *s
         c = c + pp->C[i];
         j = j + pp->J[i];
     }
-    null2_odds(om, m_use, i_use, (n * norm + c * norm) + j * norm, null2);
+    const float xfactor = (n * norm + c * norm) + j * norm;
+    for (int x = 0; x < om->K; x++) {
+        const f4 *odds = om->rfv + x * Q;
+        float sv = m_use[0].v[z] * odds[0].v[z];
+        sv = sv + i_use[0].v[z];
+        for (int q = 1; q < Q; q++) {
+            sv = sv + m_use[q].v[z] * odds[q].v[z];
+            sv = sv + i_use[q].v[z];
+        }
+        const float total = g.hsum(sv) + xfactor;
+        if (z == 0) null2[x] = total;
+    }
+    if (z == 0) null2_degenerate_odds(om, null2);
 }
 
 // p7_Null2_ByTrace: the null2 odds (Kp floats) of the domain at trace steps start..end (its

@@ -2,7 +2,8 @@
 // fill over an envelope's posterior probabilities, and p7_OATrace, its traceback with each
 // step's posterior (tests/oracle/optacc.py; the traceback loop is tests/oracle/trace.py:traced_back).
 //
-// Thread → data: one thread fills and traces back one envelope, serially, row after row.
+// Thread → data: a lane group fills one envelope's matrix row after row, thread z lane z of every
+// vector (the shifts exchanged between threads); one thread traces it back.
 // Lane width: 4 float32 lanes (f4) of striped vectors; the D→D carry runs q = 0..Q−1 in order.
 // Rounding: the fill's only rounding is the float32 sum of a best predecessor and a posterior;
 // maxima and masks are exact. As HMMER: a zero transition masks its predecessor to +0.0 (SSE
@@ -12,6 +13,7 @@
 #pragma once
 #include "common.cuh"
 #include "decoding.cuh"
+#include "lanegroup.cuh"
 #include "trace.cuh"
 
 namespace gpuhmm_tail {
@@ -24,106 +26,90 @@ TAIL_FN float oa_max(float a, float b) { return a > b ? a : b; }
 // _mm_and_ps(v, _mm_cmpgt_ps(t, 0)): v behind an open transition, +0.0 behind a closed one.
 TAIL_FN float oa_open(float t, float v) { return t > 0.0f ? v : 0.0f; }
 
-// p7_OptimalAccuracy: fills rows 0..pp->L of the full matrix `oa` (M, D, I and the specials E, N,
-// J, B, C; SCALE set to 0) and returns the OA score, C at row L. `oa` may hold anything before
-// (the caller reuses the Forward matrix's storage): every cell is written.
-TAIL_FN float optimal_accuracy(const Profile *om, const SpecialTransitions *xf, const Posteriors *pp, Matrix *oa) {
-    const int L = pp->L, Q = om->Q;
+// p7_OptimalAccuracy by the lane group g: fills rows 0..pp->L of the full matrix `oa` (M, D, I,
+// thread z lane z; the specials E, N, J, B, C, SCALE set to 0, thread 0) and returns the OA score,
+// C at row L, in every thread; the group is synchronized when it returns. `oa` may hold anything
+// before (the caller reuses the Forward matrix's storage): every cell is written. The specials
+// are computed alike in every thread, from the lanes' largest E (a maximum: exact in any order).
+TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const SpecialTransitions *xf,
+                               const Posteriors *pp, Matrix *oa) {
+    const int L = pp->L, Q = om->Q, z = g.z;
     const float neg_inf = oa_neg_inf();
     const f4 *tBM = om->tfv + T_BM * Q, *tMM = om->tfv + T_MM * Q, *tIM = om->tfv + T_IM * Q;
     const f4 *tDM = om->tfv + T_DM * Q, *tMD = om->tfv + T_MD * Q, *tMI = om->tfv + T_MI * Q;
     const f4 *tII = om->tfv + T_II * Q, *tDD = om->tfv + T_DD * Q;
-    float *X = oa->xmx;
 
-    for (int q = 0; q < Q; q++) {
-        oa->M[q] = splat(neg_inf);
-        oa->D[q] = splat(neg_inf);
-        oa->I[q] = splat(neg_inf);
+    for (int q = 0; q < Q; q++) oa->M[q].v[z] = oa->D[q].v[z] = oa->I[q].v[z] = neg_inf;
+    float xN = 0.0f, xJ = neg_inf, xB = 0.0f, xC = neg_inf;  // row i − 1's
+    if (z == 0) {
+        float *X = oa->xmx;
+        X[X_E] = neg_inf, X[X_N] = xN, X[X_J] = xJ, X[X_B] = xB, X[X_C] = xC, X[X_SCALE] = 0.0f;
     }
-    X[X_E] = neg_inf;
-    X[X_N] = 0.0f;
-    X[X_J] = neg_inf;
-    X[X_B] = 0.0f;
-    X[X_C] = neg_inf;
-    X[X_SCALE] = 0.0f;
 
     for (int i = 1; i <= L; i++) {
         const f4 *Mp = oa->M + (i - 1) * Q, *Dp = oa->D + (i - 1) * Q, *Ip = oa->I + (i - 1) * Q;
         f4 *Mc = oa->M + i * Q, *Dc = oa->D + i * Q, *Ic = oa->I + i * Q;
         const f4 *ppM = pp->M + i * Q, *ppI = pp->I + i * Q;
-        const float *Xp = X + (i - 1) * X_COUNT;
-        float *Xc = X + i * X_COUNT;
 
         // M and I. Node k−1 of vector q is vector q−1; for q = 0, vector Q−1 shifted, −∞ in.
-        f4 mpv = rightshift(Mp[Q - 1], neg_inf);
-        f4 ipv = rightshift(Ip[Q - 1], neg_inf);
-        f4 dpv = rightshift(Dp[Q - 1], neg_inf);
+        float mpv = from_left(g, Mp[Q - 1].v[z], neg_inf);
+        float ipv = from_left(g, Ip[Q - 1].v[z], neg_inf);
+        float dpv = from_left(g, Dp[Q - 1].v[z], neg_inf);
         for (int q = 0; q < Q; q++) {
-            for (int z = 0; z < 4; z++) {
-                float sv = oa_open(tBM[q].v[z], Xp[X_B]);
-                sv = oa_max(sv, oa_open(tMM[q].v[z], mpv.v[z]));
-                sv = oa_max(sv, oa_open(tIM[q].v[z], ipv.v[z]));
-                sv = oa_max(sv, oa_open(tDM[q].v[z], dpv.v[z]));
-                Mc[q].v[z] = sv + ppM[q].v[z];
-                const float ic = oa_max(oa_open(tMI[q].v[z], Mp[q].v[z]), oa_open(tII[q].v[z], Ip[q].v[z]));
-                Ic[q].v[z] = ic + ppI[q].v[z];
-            }
-            mpv = Mp[q];
-            ipv = Ip[q];
-            dpv = Dp[q];
+            float sv = oa_open(tBM[q].v[z], xB);
+            sv = oa_max(sv, oa_open(tMM[q].v[z], mpv));
+            sv = oa_max(sv, oa_open(tIM[q].v[z], ipv));
+            sv = oa_max(sv, oa_open(tDM[q].v[z], dpv));
+            Mc[q].v[z] = sv + ppM[q].v[z];
+            const float ic = oa_max(oa_open(tMI[q].v[z], Mp[q].v[z]), oa_open(tII[q].v[z], Ip[q].v[z]));
+            Ic[q].v[z] = ic + ppI[q].v[z];
+            mpv = Mp[q].v[z];
+            ipv = Ip[q].v[z];
+            dpv = Dp[q].v[z];
         }
 
         // D: M(k)→D(k+1) lands one vector later; vector 0 gets M(Q−1) shifted, −∞ in.
-        Dc[0] = splat(neg_inf);
-        for (int q = 1; q < Q; q++) {
-            for (int z = 0; z < 4; z++) Dc[q].v[z] = oa_open(tMD[q - 1].v[z], Mc[q - 1].v[z]);
-        }
-        f4 dcv;
-        for (int z = 0; z < 4; z++) dcv.v[z] = oa_open(tMD[Q - 1].v[z], Mc[Q - 1].v[z]);
-        dcv = rightshift(dcv, neg_inf);
+        Dc[0].v[z] = neg_inf;
+        for (int q = 1; q < Q; q++) Dc[q].v[z] = oa_open(tMD[q - 1].v[z], Mc[q - 1].v[z]);
+        float dcv = from_left(g, oa_open(tMD[Q - 1].v[z], Mc[Q - 1].v[z]), neg_inf);
         // First D→D pass: the carry is each updated cell behind its DD.
         for (int q = 0; q < Q; q++) {
-            for (int z = 0; z < 4; z++) {
-                Dc[q].v[z] = oa_max(dcv.v[z], Dc[q].v[z]);
-                dcv.v[z] = oa_open(tDD[q].v[z], Dc[q].v[z]);
-            }
+            Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
+            dcv = oa_open(tDD[q].v[z], Dc[q].v[z]);
         }
         // Three more passes carry only the shifted carry, masked by each DD it crosses.
         for (int pass = 0; pass < 3; pass++) {
-            dcv = rightshift(dcv, neg_inf);
+            dcv = from_left(g, dcv, neg_inf);
             for (int q = 0; q < Q; q++) {
-                for (int z = 0; z < 4; z++) {
-                    Dc[q].v[z] = oa_max(dcv.v[z], Dc[q].v[z]);
-                    dcv.v[z] = oa_open(tDD[q].v[z], dcv.v[z]);
-                }
+                Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
+                dcv = oa_open(tDD[q].v[z], dcv);
             }
         }
 
         // E: the best M or D cell of the row, padded lanes included.
         float xE = neg_inf;
         for (int q = 0; q < Q; q++) {
-            for (int z = 0; z < 4; z++) {
-                xE = oa_max(xE, Mc[q].v[z]);
-                xE = oa_max(xE, Dc[q].v[z]);
-            }
+            xE = oa_max(xE, Mc[q].v[z]);
+            xE = oa_max(xE, Dc[q].v[z]);
         }
-        float t1 = xf->loop == 0.0f ? 0.0f : Xp[X_J] + pp->J[i];
+        xE = lanes_max(g, xE);
+        float t1 = xf->loop == 0.0f ? 0.0f : xJ + pp->J[i];
         float t2 = xf->e_loop == 0.0f ? 0.0f : xE;
-        const float xJ = t1 > t2 ? t1 : t2;
-        t1 = xf->loop == 0.0f ? 0.0f : Xp[X_C] + pp->C[i];
+        xJ = t1 > t2 ? t1 : t2;
+        t1 = xf->loop == 0.0f ? 0.0f : xC + pp->C[i];
         t2 = xf->e_move == 0.0f ? 0.0f : xE;
-        const float xC = t1 > t2 ? t1 : t2;
-        const float xN = xf->loop == 0.0f ? 0.0f : Xp[X_N] + pp->N[i];
+        xC = t1 > t2 ? t1 : t2;
+        xN = xf->loop == 0.0f ? 0.0f : xN + pp->N[i];
         t1 = xf->move == 0.0f ? 0.0f : xN;
         t2 = xf->move == 0.0f ? 0.0f : xJ;
-        Xc[X_E] = xE;
-        Xc[X_N] = xN;
-        Xc[X_J] = xJ;
-        Xc[X_B] = t1 > t2 ? t1 : t2;
-        Xc[X_C] = xC;
-        Xc[X_SCALE] = 0.0f;
+        xB = t1 > t2 ? t1 : t2;
+        if (z == 0) {
+            float *Xc = oa->xmx + i * X_COUNT;
+            Xc[X_E] = xE, Xc[X_N] = xN, Xc[X_J] = xJ, Xc[X_B] = xB, Xc[X_C] = xC, Xc[X_SCALE] = 0.0f;
+        }
     }
-    return X[L * X_COUNT + X_C];
+    g.sync();
+    return xC;
 }
 
 // Node k's cell of row i of striped rows (Q vectors a row), or −∞ behind a zero transition
