@@ -109,8 +109,9 @@ TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k, Node n) {
     return k > 0 ? rows[(tail_size_t)i * Q + n.q].v[n.z] : 0.0f;
 }
 
+// Transition t of node k (place n); 0 for k ≤ 0.
 TAIL_FN float sto_transition(const StoSampler *s, int t, int k, Node n) {
-    return sto_cell(s->om->tfv + t * s->om->Q, 0, 0, k, n);
+    return k > 0 ? s->om->tfv[t * s->om->Q + n.q].v[n.z] : 0.0f;
 }
 
 TAIL_FN float sto_special(const Matrix *mx, int i, int s) { return mx->xmx[(tail_size_t)i * X_COUNT + s]; }
