@@ -75,3 +75,14 @@ def test_a_streamed_sequence_past_hmmers_length_fails_as_a_held_one(tmp_path, sm
         errors.append(capsys.readouterr().err.strip().splitlines())
         assert not table.exists()
     assert len(errors[0]) == 1 and errors[0] == errors[1] and "'huge' has 100,020 residues" in errors[0][0]
+
+
+def test_an_empty_model_file_searches_a_large_file_as_a_held_one(tmp_path, small_blocks):
+    """An empty model shard (`--hits`, as splitmodels leaves one) over a file past the shard
+    memory: no model, nothing to stream, and the search succeeds."""
+    empty = tmp_path / "empty.hmm"
+    empty.write_bytes(b"")
+    hits = tmp_path / "out.hits"
+    arguments = ["search", "--hits", str(hits), *map(str, STREAMING)]
+    assert main([*arguments, str(empty), str(DATA / "proteins.faa")]) == 0
+    assert hits.exists()

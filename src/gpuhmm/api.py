@@ -250,7 +250,7 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
         run.inputs = (queries_path, sequences_path)
-        run.streamed = stream.chosen(
+        run.streamed = bool(hmms) and stream.chosen(  # no model (an empty shard's file): nothing to stream
             job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory
         )
         if not run.streamed:
