@@ -54,8 +54,26 @@ int c_decoding(const SpecialTransitions *xf, const Matrix *fwd, const Matrix *bc
 void c_null2_by_expectation(const Profile *om, const Posteriors *pp, f4 *scratch, float *out) {
     run_lane_group([&](const LaneGroup &g) { null2_by_expectation(g, om, pp, scratch, out); });
 }
+// p7_Null2_ByTrace of the domain at trace steps start..end as the tail computes it: each
+// emitting step counts toward its node, and null2_of_nodes sums over the used nodes in node order.
+// `scratch`: 2·Q f4 (the counts by node, then the used nodes' offsets).
 void c_null2_by_trace(const Profile *om, const Trace *tr, int start, int end, f4 *scratch, float *out) {
-    null2_by_trace(om, tr, start, end, scratch, out);
+    const int Q = om->Q;
+    float *counts = (float *)scratch;
+    int *offsets = (int *)(scratch + Q);
+    for (int k = 0; k < 4 * Q; k++) counts[k] = 0.0f;
+    int emitted = 0;
+    for (int z = start; z <= end; z++) {
+        if (tr->i[z] > 0) {
+            emitted++;
+            counts[tr->k[z] - 1] += 1.0f;
+        }
+    }
+    int n = 0;  // the used nodes, compacted in place in node order
+    for (int k = 1; k <= 4 * Q; k++)
+        if (counts[k - 1] != 0.0f) counts[n] = counts[k - 1], offsets[n++] = 4 * lane_q(k, Q) + lane_z(k, Q);
+    null2_of_nodes(om, offsets, counts, n, 1.0f / (float)emitted, 0, 1, out);
+    null2_degenerate_odds(om, out);
 }
 float c_optimal_accuracy(const Profile *om, const SpecialTransitions *xf, const Posteriors *pp, Matrix *oa) {
     float score[4];

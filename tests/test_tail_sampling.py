@@ -27,6 +27,21 @@ SHIM = r"""
 #include "spensemble.cuh"
 using namespace gpuhmm_tail;
 
+// A sample_trace sink that keeps the sampled path in a Trace.
+struct TraceSink {
+    Trace *tr;
+    int append(char previous, char state, int k, int i, Node) { return trace_append(tr, previous, state, k, i, 0.0f); }
+};
+
+// p7_StochasticTrace: the sampled path into `tr` (emptied first; no posteriors), reversed.
+int stochastic_trace(Randomness *r, const Profile *om, const SpecialTransitions *xf, const Matrix *fwd, Trace *tr) {
+    TraceSink sink = {tr};
+    tr->n = 0;
+    int status = sample_trace(r, sto_sampler(om, xf, fwd), sink);
+    if (status == TAIL_OK) trace_reverse(tr);
+    return status;
+}
+
 template <int N>
 int fnorm_fchoose_n(float *path, Randomness *r) {
     vec_fnorm<N>(path);
@@ -61,24 +76,18 @@ int fnorm_fchoose(float *path, int n, unsigned seed, unsigned *x) {
 int select_e_row(int Q, const float *M, const float *D, float E, int *k, unsigned *x) {
     float xmx[X_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     xmx[X_E] = E;
-    Matrix mx;
-    mx.L = 0;
-    mx.Q = Q;
-    mx.has_own_scales = 0;
-    mx.xmx = xmx;
-    mx.M = (f4 *)M;
-    mx.D = (f4 *)D;
-    mx.I = 0;
+    StoSampler s;
+    s.L = 0;
+    s.Q = Q;
+    s.xmx = xmx;
+    s.M = (const f4 *)M;
+    s.D = (const f4 *)D;
+    s.I = s.tfv = 0;
     Randomness r;
     r.seed = 1;
     r.x = *x;
-    StoSampler s;
-    s.r = &r;
-    s.om = 0;
-    s.xf = 0;
-    s.fwd = &mx;
     Node n;
-    int state = sto_select_e(&s, 0, k, &n);
+    int state = sto_select_e(s, &r, 0, k, &n);
     if (state && (n.q != (*k - 1) % Q || n.z != (*k - 1) / Q)) return -1;
     *x = r.x;
     return state;
@@ -113,7 +122,7 @@ int cluster_segments(const int *sample, const int *i, const int *j, const int *k
     arena.used = 0;
     arena.capacity = scratch_bytes;
     arena.overflow = 0;
-    int status = cluster(sample, i, j, k, m, n, nsamples, &arena, out, capacity, count);
+    int status = cluster(this_warp(), sample, i, j, k, m, n, nsamples, &arena, out, capacity, count);
     *used_after = (long)arena.used;
     free(arena.base);
     return status;

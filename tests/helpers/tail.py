@@ -112,8 +112,8 @@ extern "C" void tail_stage(const Tail *t, int stage, int count) {
         else if (stage == 2) run_lane_group([&](const LaneGroup &g) { rescore_envelope(t, item, g); });
         else if (stage == 3) assemble_pair(t, item);
         else if (stage == 4) serialize_pair(t, item);
-        else if (stage == 5) region_traces_item(t, item);
-        else region_envelopes_item(t, item);
+        else if (stage == 5) region_traces_item(t, item, this_warp());
+        else region_envelopes_item(t, item, this_warp());
     }
 }
 """
@@ -129,6 +129,7 @@ class HostDevice:
 
     xp = np
     put = staticmethod(np.copy)
+    item_clocks = None
 
     @staticmethod
     def fetch(arrays):

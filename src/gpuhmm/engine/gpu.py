@@ -366,15 +366,18 @@ class GpuEngine:
             self._side_by_side([launch for launch, _ in prepared], None)
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
-    def tail(self, batch, timing=None):
+    def tail(self, batch, timing=None, longest=None):
         """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.TailBatch`:
-        `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds."""
+        `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds;
+        `longest`, a dict, keeps each stage's longest item in seconds."""
         with self._tail_slots, self._stream():
-            device = _TailDevice(self)
+            device = _TailDevice(self, clocked=longest is not None)
             budget = min(tail_launch.ARENA_BUDGET, self.memory_bytes // (tail_launch.CALLS_AT_ONCE + 1))
             outputs = tail_schedule.run(batch, device, budget)
             if timing is not None:
                 device.add_times(timing)
+            if longest is not None:
+                device.keep_longest(longest)
             return outputs
 
     def resident(self, array):
@@ -528,9 +531,11 @@ class _TailDevice:
     THREADS = 64
     xp = cupy
 
-    def __init__(self, engine):
+    def __init__(self, engine, clocked=False):
         self.engine, self.events, self.kept = engine, [], []
         self.waited = 0.0  # seconds the host waited for the stream in `fetch`
+        # Clocked: each kernel's longest item in ns, by stage (tail.cu's item clocks).
+        self.item_clocks = cupy.zeros(8 * len(self.KERNELS), np.uint8) if clocked else None
 
     def put(self, array):
         array = np.ascontiguousarray(array)
@@ -584,6 +589,12 @@ class _TailDevice:
             stopped.synchronize()
             name = self.KERNELS[stage].split("_")[-1]
             timing[name] = timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3
+
+    def keep_longest(self, longest):
+        """Keeps in the dict `longest` each stage's longest item in seconds, this run's or its own."""
+        for stage, ns in enumerate(self.item_clocks.view(np.uint64).get()):
+            name = self.KERNELS[stage].split("_")[-1]
+            longest[name] = max(longest.get(name, 0.0), int(ns) / 1e9)
 
 
 def _pinned(shape, dtype):

@@ -126,7 +126,7 @@ class Tail(ctypes.Structure):
         + [(n, _pointer) for n in TAIL_ARRAYS]
         + [("region_capacity", ctypes.c_int), ("ntasks", ctypes.c_int)]
         + [(n, _pointer) for n in STAGE_ARRAYS + PAIR_OUTPUTS + RECORD_ARRAYS]
-        + [(n, _pointer) for n in ("record_bytes", "record_offsets", "records")]
+        + [(n, _pointer) for n in ("record_bytes", "record_offsets", "records", "item_ns")]
     )
 
 
@@ -251,10 +251,10 @@ def region_bytes(Lr, M, Kp=29):
     Lr = _int64(Lr)
     M, Q = _nodes(M)
     matrix = _a(24 * (Lr + 1)) + 3 * _a(16 * (Lr + 1) * Q)
-    trace = 9 * (3 * (Lr + 1) + 2 * M + 64)
+    sampled_nodes = 8 * Lr
     clustering = 20 * (MAX_SEGMENTS + 1) + 4 * (Lr + M + 2) + 4 * (MAX_ENVELOPES + 1)
-    fixed = 24 * MAX_ENVELOPES + 4 * (5 * MAX_SEGMENTS + 1) + 24 * MAX_TRACE_DOMAINS + 4 * Kp
-    return _aligned(matrix + 96 * Q + 8 * Lr + trace + clustering + fixed + 64 * 16, 256)
+    fixed = 24 * MAX_ENVELOPES + 4 * (5 * MAX_SEGMENTS + 1) + 28 * MAX_TRACE_DOMAINS + 4 * Kp
+    return _aligned(matrix + 96 * Q + 8 * Lr + sampled_nodes + clustering + fixed + 64 * 16, 256)
 
 
 def envelope_bytes(Ld, M, Kp=29):
@@ -277,10 +277,11 @@ ARENA_BUDGET = 16 << 30
 CALLS_AT_ONCE = 4
 #: Threads per item of each kernel (parse, regions, envelopes, assemble, serialize, traces,
 #: clusters): a lane group per pair for the parsers; otherwise the first thread works, and the
-#: regions' Forward and clustering and the envelopes get a warp each so that their divergent
-#: serial code does not serialize a warp (its first 4 threads run the regions' and envelopes'
-#: Forward and Backward as a lane group). The traces run 32 regions a warp, of similar lengths.
-THREADS_PER_ITEM = (4, 32, 32, 1, 1, 1, 32)
+#: regions' Forward, traces and clustering get a warp each so that their divergent serial code
+#: does not serialize a warp (its first 4 threads run the regions' Forward as a lane group; all
+#: 32 the traces' null2 sums and the link tests); an envelope gets 8, its first 4 a lane group,
+#: which packs 4 envelopes of similar sizes in a warp.
+THREADS_PER_ITEM = (4, 32, 8, 1, 1, 32, 32)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 

@@ -67,6 +67,7 @@ class _Run:
             nodes=M,
             lines=batch.lines(),
         )
+        self.place("item_ns", device.item_clocks)
         s = self.struct
         s.npairs, s.max_domains, s.region_capacity = npairs, MAX_DOMAINS, self.region_capacity
         s.settings = batch.settings(self.address("flogsum"))

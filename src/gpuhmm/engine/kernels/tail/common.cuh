@@ -19,6 +19,7 @@
 
 #ifdef __CUDACC__
 #define TAIL_FN __device__
+#define TAIL_MEMBER __device__
 #define TAIL_CONST __device__ const
 #ifndef __CUDACC_RTC__
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #define TAIL_FN static
+#define TAIL_MEMBER
 #define TAIL_CONST static const
 #endif
 
@@ -98,6 +100,34 @@ TAIL_FN void *arena_alloc(Arena *arena, tail_size_t bytes) {
     }
     arena->used = at + bytes;
     return arena->base + at;
+}
+
+// A load of what no thread writes while the kernel runs (the models, the residues, an earlier
+// kernel's matrices): on the GPU through the read-only cache, so that the compiler may move it
+// past stores.
+TAIL_FN float ro(const float *p) {
+#ifdef __CUDACC__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+
+TAIL_FN f4 ro(const f4 *p) {
+#ifdef __CUDACC__
+    const float4 v = __ldg((const float4 *)p);
+    return f4{{v.x, v.y, v.z, v.w}};
+#else
+    return *p;
+#endif
+}
+
+TAIL_FN unsigned char ro(const unsigned char *p) {
+#ifdef __CUDACC__
+    return __ldg(p);
+#else
+    return *p;
+#endif
 }
 
 TAIL_FN int lane_q(int k, int Q) { return (k - 1) % Q; }

@@ -4,9 +4,10 @@
 // (src/p7_alidisplay.c: p7_alidisplay_Create, p7_alidisplay_EncodePostProb).
 //
 // Thread → data: one thread per target for the region scan; per multi-domain region, a lane group
-// (4 threads, fwdback.cuh) for its Forward matrix, then one thread for its traces and one for
-// their clustering; per envelope, a lane group for its matrices, then one thread for its trace
-// and alignment display (stages.cuh); each region or envelope has its own arena.
+// (4 threads, fwdback.cuh) for its Forward matrix, then a warp for its traces (lane 0 samples,
+// the lanes split the null2 sums) and one for their clustering (the lanes split the link
+// tests); per envelope, a lane group for its matrices, then one thread for its trace and
+// alignment display (stages.cuh); each region or envelope has its own arena.
 // Lane width: the 4-lane vectors of the stages it calls. Rounding: float32 comparisons of
 // float32 differences for the region thresholds; the null2 scores are glibc's logf of float32
 // odds; a domain's correction is the in-order float32 sum of its residues' null2 scores.
@@ -194,6 +195,62 @@ TAIL_FN int is_multidomain_region(const float *btot, const float *etot, int i, i
     return best >= RT3;
 }
 
+// One domain of a sampled trace (p7_trace_Index's tfrom..tto as sequence and model bounds), and
+// where its used nodes are in SampledDomains' lists.
+struct SampledDomain {
+    int sqfrom, sqto, hmmfrom, hmmto;
+    int first, nodes, emitted;
+};
+
+// A sample_trace sink for region_trace_ensemble: p7_trace_Index and p7_Null2_ByTrace's node
+// usage as the path is sampled (backward, T to S), without keeping the path. Between an E and its
+// B the emitting steps (M and I) come at non-increasing nodes, so each used node is one run, kept
+// with its count; the lists fill downward from `top`, so each domain's nodes ascend. Domains come
+// last first.
+struct SampledDomains {
+    SampledDomain *found;  // MAX_TRACE_DOMAINS
+    int *offsets;  // `capacity` each
+    float *counts;
+    int capacity, top, count;
+    SampledDomain open;
+    int end, run_k, run_offset;  // the open domain's list end; the node of the current run (0: none)
+    float run_count;
+
+    TAIL_MEMBER int close_run() {
+        if (run_k == 0) return 1;
+        if (top == 0) return 0;
+        top--;
+        offsets[top] = run_offset, counts[top] = run_count;
+        run_k = 0;
+        return 1;
+    }
+
+    TAIL_MEMBER int append(char, char state, int k, int i, Node n) {
+        if (state == 'E') {
+            open.sqfrom = open.sqto = open.hmmfrom = open.hmmto = 0;
+            open.emitted = 0;
+            end = top, run_k = 0;
+        } else if (state == 'M' || state == 'I') {
+            open.emitted++;
+            if (run_k == k) {
+                run_count += 1.0f;
+            } else {
+                if (!close_run()) return 0;
+                run_k = k, run_offset = 4 * n.q + n.z, run_count = 1.0f;
+            }
+            if (state == 'M') {
+                if (open.sqto == 0) open.sqto = i, open.hmmto = k;
+                open.sqfrom = i, open.hmmfrom = k;
+            }
+        } else if (state == 'B') {
+            if (!close_run() || count == MAX_TRACE_DOMAINS) return 0;
+            open.first = top, open.nodes = end - top;
+            found[count++] = open;
+        }
+        return 1;
+    }
+};
+
 // A multi-domain region's arrays in its arena, laid out alike by each of the kernels that run
 // region_trace_ensemble in three parts: the Forward matrix, the traces, the clustering.
 struct RegionWork {
@@ -201,8 +258,7 @@ struct RegionWork {
     f4 *scratch;
     float *odds, *addend, *null2;
     int *segments;  // sample, i, j, k and m of each segment (MAX_SEGMENTS each), then their number
-    TraceDomain *found;
-    Trace tr;
+    SampledDomains sampled;
 };
 
 TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
@@ -213,8 +269,10 @@ TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
     w.addend = (float *)arena_alloc(arena, sizeof(float) * Lr);
     w.null2 = (float *)arena_alloc(arena, sizeof(float) * om->Kp);
     w.segments = (int *)arena_alloc(arena, sizeof(int) * (5 * MAX_SEGMENTS + 1));
-    w.found = (TraceDomain *)arena_alloc(arena, sizeof(TraceDomain) * MAX_TRACE_DOMAINS);
-    w.tr = trace_alloc(arena, 3 * (Lr + 1) + 2 * om->M + 64, 0);
+    w.sampled.found = (SampledDomain *)arena_alloc(arena, sizeof(SampledDomain) * MAX_TRACE_DOMAINS);
+    w.sampled.capacity = Lr;  // a trace emits each residue once
+    w.sampled.offsets = (int *)arena_alloc(arena, sizeof(int) * Lr);
+    w.sampled.counts = (float *)arena_alloc(arena, sizeof(float) * Lr);
     return w;
 }
 
@@ -227,51 +285,70 @@ TAIL_FN int region_forward(const LaneGroup &g, const Profile *om, const unsigned
     return status == TAIL_RANGE ? status : TAIL_OK;  // the score's rounding (TAIL_UNCERTAIN) is not used
 }
 
-// Its second part: the 200 stochastic traces from the reseeded generator, their domains as
-// segments, and each residue's null2 odds summed over the traces.
-TAIL_FN int region_traces(const Profile *om, const unsigned char *dsq, int L, int i, int j, Randomness *rng,
-                          RegionWork *w) {
+// Its second part, by the warp `warp`: the 200 stochastic traces from the reseeded generator
+// (lane 0: the chain of draws is one sequence), their domains as segments, and each residue's
+// null2 odds summed over the traces (the lanes split the residues).
+TAIL_FN int region_traces(const Warp &warp, const Profile *om, const unsigned char *dsq, int L, int i, int j,
+                          Randomness *rng, RegionWork *w) {
     const SpecialTransitions xf = reconfigured(L, 1);
+    const StoSampler sampler = sto_sampler(om, &xf, &w->fwd);
     const int Lr = j - i + 1;
     const unsigned char *residues = dsq + i - 1;
+    float *odds = w->odds, *addend = w->addend, *null2 = w->null2;
+    SampledDomains *sampled = &w->sampled;
     int *seg_sample = w->segments, *seg_i = w->segments + MAX_SEGMENTS, *seg_j = w->segments + 2 * MAX_SEGMENTS;
     int *seg_k = w->segments + 3 * MAX_SEGMENTS, *seg_m = w->segments + 4 * MAX_SEGMENTS;
     int n = 0;
-    rng_reseed(rng);
-    for (int r = 0; r < Lr; r++) w->odds[r] = 0.0f;
+    if (warp.lane == 0) rng_reseed(rng);
+    for (int r = warp.lane; r < Lr; r += warp.width) odds[r] = 0.0f, addend[r] = 1.0f;
     for (int sample = 0; sample < NSAMPLES; sample++) {
-        w->tr.n = 0;
-        int status = stochastic_trace(rng, om, &xf, &w->fwd, &w->tr);
-        if (status != TAIL_OK) return status;
-        for (int r = 0; r < Lr; r++) w->addend[r] = 1.0f;
-        int ndomains = trace_domains(&w->tr, w->found, MAX_TRACE_DOMAINS);
-        if (ndomains < 0 || n + ndomains > MAX_SEGMENTS) return TAIL_CAPACITY;
-        for (int d = 0; d < ndomains; d++) {
-            const TraceDomain *found = w->found + d;
-            seg_sample[n] = sample;
-            seg_i[n] = found->sqfrom + i - 1, seg_j[n] = found->sqto + i - 1;
-            seg_k[n] = found->hmmfrom, seg_m[n] = found->hmmto;
-            n++;
-            null2_by_trace(om, &w->tr, found->tfrom, found->tto, w->scratch, w->null2);
-            for (int r = found->sqfrom; r < found->sqto; r++) w->addend[r] = w->null2[residues[r]];
+        int status = TAIL_OK, ndomains = 0;
+        if (warp.lane == 0) {
+            SampledDomains found = *sampled;
+            found.top = found.capacity, found.count = 0;
+            status = sample_trace(rng, sampler, found);
+            ndomains = found.count;
+            if (status == TAIL_OK && n + ndomains > MAX_SEGMENTS) status = TAIL_CAPACITY;
+            for (int d = ndomains - 1; status == TAIL_OK && d >= 0; d--, n++) {
+                const SampledDomain *domain = found.found + d;
+                seg_sample[n] = sample;
+                seg_i[n] = domain->sqfrom + i - 1, seg_j[n] = domain->sqto + i - 1;
+                seg_k[n] = domain->hmmfrom, seg_m[n] = domain->hmmto;
+            }
         }
-        for (int r = 0; r < Lr; r++) w->odds[r] = w->odds[r] + w->addend[r];
+        status = warp.from_first(status), ndomains = warp.from_first(ndomains);
+        if (status != TAIL_OK) return status;
+        warp.sync();
+        for (int d = ndomains - 1; d >= 0; d--) {  // in the trace's order
+            const SampledDomain domain = sampled->found[d];
+            null2_of_nodes(om, sampled->offsets + domain.first, sampled->counts + domain.first, domain.nodes,
+                           1.0f / (float)domain.emitted, warp.lane, warp.width, null2);
+            warp.sync();
+            if (warp.lane == 0) null2_degenerate_odds(om, null2);
+            warp.sync();
+            for (int r = domain.sqfrom + warp.lane; r < domain.sqto; r += warp.width) addend[r] = null2[ro(residues + r)];
+            warp.sync();
+        }
+        for (int r = warp.lane; r < Lr; r += warp.width) odds[r] = odds[r] + addend[r], addend[r] = 1.0f;
+        warp.sync();
     }
-    w->segments[5 * MAX_SEGMENTS] = n;
+    if (warp.lane == 0) w->segments[5 * MAX_SEGMENTS] = n;
     return TAIL_OK;
 }
 
-// Its third part, then the dominance test: the region's null2 scores into n2sc, and the
-// envelopes of its segments into `envelopes`, their number into `count`.
-TAIL_FN int region_envelopes(int i, int j, float *n2sc, RegionWork *w, Envelope *envelopes, int *count,
-                             Arena *arena) {
+// Its third part, then the dominance test, by the warp `warp` (the result in lane 0): the region's
+// null2 scores into n2sc, and the envelopes of its segments into `envelopes`, their number into
+// `count`.
+TAIL_FN int region_envelopes(const Warp &warp, int i, int j, float *n2sc, RegionWork *w, Envelope *envelopes,
+                             int *count, Arena *arena) {
     const int Lr = j - i + 1, n = w->segments[5 * MAX_SEGMENTS];
-    for (int r = 0; r < Lr; r++) n2sc[i + r] = libm_logf(w->odds[r] / (float)NSAMPLES);
+    for (int r = warp.lane; r < Lr; r += warp.width) n2sc[i + r] = libm_logf(w->odds[r] / (float)NSAMPLES);
     int *seg_sample = w->segments, *seg_i = w->segments + MAX_SEGMENTS, *seg_j = w->segments + 2 * MAX_SEGMENTS;
     int *seg_k = w->segments + 3 * MAX_SEGMENTS, *seg_m = w->segments + 4 * MAX_SEGMENTS;
     int nenv = 0;
-    int status = cluster(seg_sample, seg_i, seg_j, seg_k, seg_m, n, NSAMPLES, arena, envelopes, MAX_ENVELOPES, &nenv);
-    if (status != TAIL_OK) return status;
+    int status =
+        cluster(warp, seg_sample, seg_i, seg_j, seg_k, seg_m, n, NSAMPLES, arena, envelopes, MAX_ENVELOPES, &nenv);
+    if (status != TAIL_OK || warp.lane != 0) return status;
     // Of two envelopes overlapping by 80% of the shorter, the less probable one is dominated (on a
     // tie, the first); the scan stops at the first envelope that starts right after (overlap 0).
     int *dominated = (int *)arena_alloc(arena, sizeof(int) * (nenv + 1));

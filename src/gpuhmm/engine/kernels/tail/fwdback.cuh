@@ -70,15 +70,40 @@ TAIL_FN void forward_specials(const SpecialTransitions *xf, float xE, float *xN,
     if (xE > 1.0e4f) *xN = *xN / xE, *xC = *xC / xE, *xJ = *xJ / xE, *xB = *xB / xE;
 }
 
+// Forward's row i in lane z before the D→D passes: M and I into Mc and Ic, D's terms from M into
+// Dc (its carry out in *dcv), from row i − 1 (Mp, Dp, Ip; mpv, ipv, dpv shifted in from the left
+// lane); returns the lane's xE sum.
+TAIL_FN float forward_cells(int Q, int z, const f4 *t, const f4 *e, float xB, float mpv, float ipv, float dpv,
+                            const f4 *__restrict__ Mp, const f4 *__restrict__ Dp, const f4 *__restrict__ Ip,
+                            f4 *__restrict__ Mc, f4 *__restrict__ Dc, f4 *__restrict__ Ic, float *dcv) {
+    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
+    const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q;
+    float xEv = 0.0f, carry = 0.0f;
+#pragma unroll 4
+    for (int q = 0; q < Q; q++) {
+        float s = xB * ro(&tBM[q].v[z]);
+        s = s + mpv * ro(&tMM[q].v[z]);
+        s = s + ipv * ro(&tIM[q].v[z]);
+        s = s + dpv * ro(&tDM[q].v[z]);
+        float sv = s * ro(&e[q].v[z]);
+        xEv = xEv + sv;
+        mpv = Mp[q].v[z], dpv = Dp[q].v[z], ipv = Ip[q].v[z];
+        Mc[q].v[z] = sv;
+        Dc[q].v[z] = carry;
+        carry = sv * ro(&tMD[q].v[z]);
+        Ic[q].v[z] = mpv * ro(&tMI[q].v[z]) + ipv * ro(&tII[q].v[z]);
+    }
+    *dcv = carry;
+    return xEv;
+}
+
 // p7_ForwardParser (fwd->M null; `rows` then holds 6·Q vectors of scratch) or p7_Forward: fills
 // fwd->xmx (thread 0) and lane z of the full matrix's rows (thread z), the score in nats in every
 // thread; the group is synchronized when it returns.
 TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
     const int Q = om->Q, z = g.z;
-    const f4 *t = om->tfv;
-    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
-    const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
+    const f4 *t = om->tfv, *tDD = t + T_DD * Q;
     const int stop_early = om->M >= 100, full = fwd->M != 0;
     f4 *Mp = rows, *Dp = rows + Q, *Ip = rows + 2 * Q, *Mc = rows + 3 * Q, *Dc = rows + 4 * Q, *Ic = rows + 5 * Q;
     if (full) Mp = fwd->M, Dp = fwd->D, Ip = fwd->I;
@@ -94,39 +119,27 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
     for (int i = 1; i <= L; i++) {
         if (full) Mc = fwd->M + (tail_size_t)i * Q, Dc = fwd->D + (tail_size_t)i * Q, Ic = fwd->I + (tail_size_t)i * Q;
         const f4 *e = om->rfv + dsq[i - 1] * Q;
-        float mpv = from_left(g, mlast), ipv = from_left(g, ilast), dpv = from_left(g, dlast);
-        float xEv = 0.0f, dcv = 0.0f;
-        for (int q = 0; q < Q; q++) {
-            float s = xB * tBM[q].v[z];
-            s = s + mpv * tMM[q].v[z];
-            s = s + ipv * tIM[q].v[z];
-            s = s + dpv * tDM[q].v[z];
-            float sv = s * e[q].v[z];
-            xEv = xEv + sv;
-            mpv = Mp[q].v[z], dpv = Dp[q].v[z], ipv = Ip[q].v[z];
-            Mc[q].v[z] = sv;
-            Dc[q].v[z] = dcv;
-            dcv = sv * tMD[q].v[z];
-            Ic[q].v[z] = mpv * tMI[q].v[z] + ipv * tII[q].v[z];
-        }
+        float dcv = 0.0f;
+        float xEv = forward_cells(Q, z, t, e, xB, from_left(g, mlast), from_left(g, ilast), from_left(g, dlast), Mp, Dp,
+                                  Ip, Mc, Dc, Ic, &dcv);
         // The D→D passes: one extending D itself (each updated cell times DD carries on), then up
         // to three extending only the carry; from M = 100 on HMMER stops after a pass that raised
         // no cell.
         float carry = from_left(g, dcv);
         for (int q = 0; q < Q; q++) {
             Dc[q].v[z] = carry + Dc[q].v[z];
-            carry = Dc[q].v[z] * tDD[q].v[z];
+            carry = Dc[q].v[z] * ro(&tDD[q].v[z]);
         }
         for (int pass = 0; pass < 3; pass++) {
             float carried = from_left(g, carry);
             int changed = 0;
             for (int q = 0; q < Q; q++) {
-                if (q > 0) carried = carried * tDD[q - 1].v[z];
+                if (q > 0) carried = carried * ro(&tDD[q - 1].v[z]);
                 float updated = carried + Dc[q].v[z];
                 changed |= updated > Dc[q].v[z];
                 Dc[q].v[z] = updated;
             }
-            carry = carried * tDD[Q - 1].v[z];
+            carry = carried * ro(&tDD[Q - 1].v[z]);
             if (stop_early && !g.any(changed)) break;
         }
         for (int q = 0; q < Q; q++) xEv = xEv + Dc[q].v[z];
@@ -164,7 +177,7 @@ TAIL_FN float group_backward_dd(const LaneGroup &g, f4 *D, float dcv, const f4 *
     for (int pass = 0; pass < 3; pass++) {
         float carried = from_right(g, dcv);
         for (int q = Q - 1; q >= 0; q--) {
-            carried = carried * tDD[q].v[g.z];
+            carried = carried * ro(&tDD[q].v[g.z]);
             D[q].v[g.z] = D[q].v[g.z] + carried;
         }
         dcv = carried;
@@ -177,13 +190,13 @@ TAIL_FN float group_backward_dd(const LaneGroup &g, f4 *D, float dcv, const f4 *
 TAIL_FN void group_add_md(const LaneGroup &g, f4 *M, const f4 *D, const f4 *tMD, int Q) {
     const int z = g.z;
     float wrapped = from_right(g, D[0].v[z]);
-    for (int q = 0; q < Q; q++) M[q].v[z] = M[q].v[z] + (q + 1 < Q ? D[q + 1].v[z] : wrapped) * tMD[q].v[z];
+    for (int q = 0; q < Q; q++) M[q].v[z] = M[q].v[z] + (q + 1 < Q ? D[q + 1].v[z] : wrapped) * ro(&tMD[q].v[z]);
 }
 
 // Lane z of a model vector's successor, node k + 1: vector q + 1, or for q = Q − 1 the next
 // lane's vector 0 (0 in lane 3).
 TAIL_FN float model_successor(const f4 *a, int q, int Q, int z) {
-    return q + 1 < Q ? a[q + 1].v[z] : (z < 3 ? a[0].v[z + 1] : 0.0f);
+    return q + 1 < Q ? ro(&a[q + 1].v[z]) : (z < 3 ? ro(&a[0].v[z + 1]) : 0.0f);
 }
 
 // A Backward row's end: its specials x (E, N, J, B, C, then the scale) and lane z of its cells
@@ -224,7 +237,7 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     for (int q = 0; q < Q; q++) Mc[q].v[z] = xE, Dc[q].v[z] = xE, Ic[q].v[z] = 0.0f;
     float dpv = from_right(g, xE), dcv = 0.0f;
     for (int q = Q - 1; q >= 0; q--) {
-        dcv = dpv * tDD[q].v[z];
+        dcv = dpv * ro(&tDD[q].v[z]);
         Dc[q].v[z] = Dc[q].v[z] + dcv;
         dpv = Dc[q].v[z];
     }
@@ -237,7 +250,7 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     for (int i = L - 1; i >= 1; i--) {
         xE = x[X_E], xN = x[X_N], xJ = x[X_J], xB = x[X_B], xC = x[X_C];
         const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
-        for (int q = 0; q < Q; q++) emitted[q].v[z] = Mc[q].v[z] * e[q].v[z];
+        for (int q = 0; q < Q; q++) emitted[q].v[z] = Mc[q].v[z] * ro(&e[q].v[z]);
         float wrapped = from_right(g, emitted[0].v[z]);
         float xBv = 0.0f;
         f4 *Mn = Mc, *Dn = Dc, *In = Ic;  // row i: in place in a parser, its own row in a full matrix
@@ -245,10 +258,10 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         for (int q = Q - 1; q >= 0; q--) {
             float next = q + 1 < Q ? emitted[q + 1].v[z] : wrapped;
             float ic = Ic[q].v[z];
-            In[q].v[z] = (ic * tII[q].v[z]) + (next * model_successor(tIM, q, Q, z));
+            In[q].v[z] = (ic * ro(&tII[q].v[z])) + (next * model_successor(tIM, q, Q, z));
             Dn[q].v[z] = next * model_successor(tDM, q, Q, z);
-            Mn[q].v[z] = (ic * tMI[q].v[z]) + (next * model_successor(tMM, q, Q, z));
-            float term = emitted[q].v[z] * tBM[q].v[z];
+            Mn[q].v[z] = (ic * ro(&tMI[q].v[z])) + (next * model_successor(tMM, q, Q, z));
+            float term = emitted[q].v[z] * ro(&tBM[q].v[z]);
             xBv = q == Q - 1 ? term : xBv + term;
         }
         Mc = Mn, Dc = Dn, Ic = In;
@@ -259,7 +272,7 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         xE = (xC * xf->e_move) + (xJ * xf->e_loop);
         dpv = from_right(g, Dc[0].v[z] + xE);
         for (int q = Q - 1; q >= 0; q--) {
-            dcv = dpv * tDD[q].v[z];
+            dcv = dpv * ro(&tDD[q].v[z]);
             Dc[q].v[z] = Dc[q].v[z] + (dcv + xE);
             dpv = Dc[q].v[z];
         }
@@ -277,7 +290,7 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     const f4 *e = om->rfv + dsq[0] * Q;
     float xBv = 0.0f;
     for (int q = 0; q < Q; q++) {
-        float term = (Mc[q].v[z] * e[q].v[z]) * tBM[q].v[z];
+        float term = (Mc[q].v[z] * ro(&e[q].v[z])) * ro(&tBM[q].v[z]);
         xBv = q == 0 ? term : xBv + term;
     }
     xB = g.hsum(xBv);

@@ -1,12 +1,13 @@
 // A group of 4 threads, one per lane of HMMER's __m128, running one DP problem together
 // (fwdback.cuh): each thread keeps its lane's serial chains, and the steps that cross lanes
 // (esl_sse_rightshift_float, the left shift of the Backward successor, esl_sse_hsum_ps, the
-// early-exit test of Forward's D→D passes) are explicit exchanges.
+// early-exit test of Forward's D→D passes) are explicit exchanges. A Warp shares one item among
+// 32 lanes, for loops whose iterations are independent.
 //
 // Thread → data: on the GPU the group is 4 consecutive lanes of a warp and an exchange is
 // __shfl_sync over them. On the host the 4 lanes are coroutines of one thread (run_lane_group),
 // which take turns at every exchange, so that the host build runs the same source in the same
-// order. No arithmetic.
+// order; a host Warp is one lane. No arithmetic.
 #pragma once
 #include "common.cuh"
 
@@ -35,6 +36,24 @@ struct LaneGroup {
     // Makes what each lane wrote to memory visible to the others.
     TAIL_FN void sync() const { __syncwarp(mask); }
 };
+
+// The 32 threads of a warp sharing one item: lane `lane` of `width`.
+struct Warp {
+    int lane, width;
+
+    // Makes what each lane wrote to memory visible to the others.
+    TAIL_FN void sync() const { __syncwarp(); }
+    TAIL_FN int from_first(int value) const { return __shfl_sync(0xffffffffu, value, 0); }
+    // Bit l set where lane l's predicate holds.
+    TAIL_FN unsigned ballot(int predicate) const { return __ballot_sync(0xffffffffu, predicate); }
+};
+
+TAIL_FN int lowest_lane(unsigned lanes) { return __ffs(lanes) - 1; }
+
+TAIL_FN Warp this_warp() {
+    Warp w = {(int)(threadIdx.x & 31), 32};
+    return w;
+}
 
 TAIL_FN LaneGroup warp_lane_group() {
     const int lane = threadIdx.x & 31;
@@ -82,6 +101,19 @@ struct LaneGroup {
     }
     void sync() const { meeting->meet(z); }
 };
+
+// A warp on the host: one lane, so that every lane-parallel loop runs serially in its order.
+struct Warp {
+    int lane, width;
+
+    void sync() const {}
+    int from_first(int value) const { return value; }
+    unsigned ballot(int predicate) const { return predicate ? 1u : 0u; }
+};
+
+inline int lowest_lane(unsigned lanes) { return __builtin_ctz(lanes); }
+
+inline Warp this_warp() { return Warp{0, 1}; }
 
 inline thread_local const std::function<void(const LaneGroup &)> *lane_body;
 inline thread_local LaneMeeting *lane_meeting;

@@ -1,21 +1,21 @@
 // HMMER 3.4's null2 (biased composition) model of a domain (impl_sse/null2.c):
-// p7_Null2_ByExpectation, from an envelope's posteriors, and p7_Null2_ByTrace, from the states
-// of one sampled domain (tests/oracle/null2.py).
+// p7_Null2_ByExpectation, from an envelope's posteriors, and p7_Null2_ByTrace, from the nodes
+// one sampled domain used (tests/oracle/null2.py).
 //
-// Thread → data: one thread computes one sampled domain's Kp null2 odds (by trace), serially; a
-// lane group an envelope's (by expectation), thread z summing lane z.
+// Thread → data: the lanes of a warp split a sampled domain's residues x (by trace); a lane group
+// computes an envelope's odds (by expectation), thread z summing lane z.
 // Lane width: 4 float32 lanes (f4); the usage and odds sums run lane-wise over the striped
 // vectors q = 0..Q−1, then one horizontal sum (a0 + a1) + (a2 + a3).
 // Rounding: float32 throughout, in the reference's order: per-node usage sums run over rows in
 // order starting from row 1's value; the normalizer is 1 / (float) Ld; for residue x the striped
 // sum starts at usage_M(0)·odds(0), then adds usage_I(0), usage_M(1)·odds(1), usage_I(1), ...;
-// then the N/C/J share is added. Degenerate codes get the float32 mean of their members' odds
+// then the N/C/J share is added (by trace, only the used nodes' terms: null2_of_nodes says why
+// that is exact). Degenerate codes get the float32 mean of their members' odds
 // (esl_abc_FAvgScVec); gap, nonresidue and missing codes get 1.
 #pragma once
 #include "common.cuh"
 #include "decoding.cuh"
 #include "lanegroup.cuh"
-#include "trace.cuh"
 
 namespace gpuhmm_tail {
 
@@ -32,24 +32,6 @@ TAIL_FN void null2_degenerate_odds(const Profile *om, float *null2) {
     null2[K] = 1.0f;       // gap
     null2[Kp - 2] = 1.0f;  // nonresidue
     null2[Kp - 1] = 1.0f;  // missing data
-}
-
-// _odds: null2[x] for x = 0..Kp−1 from normalized per-node usage of M (m_use) and I (i_use),
-// Q vectors each, and the N/C/J share `xfactor`.
-TAIL_FN void null2_odds(const Profile *om, const f4 *m_use, const f4 *i_use, float xfactor, float *null2) {
-    const int Q = om->Q;
-    for (int x = 0; x < om->K; x++) {
-        const f4 *odds = om->rfv + x * Q;
-        f4 sv;
-        for (int z = 0; z < 4; z++) sv.v[z] = m_use[0].v[z] * odds[0].v[z];
-        for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[0].v[z];
-        for (int q = 1; q < Q; q++) {
-            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + m_use[q].v[z] * odds[q].v[z];
-            for (int z = 0; z < 4; z++) sv.v[z] = sv.v[z] + i_use[q].v[z];
-        }
-        null2[x] = hsum(sv) + xfactor;
-    }
-    null2_degenerate_odds(om, null2);
 }
 
 // p7_Null2_ByExpectation by the lane group g: the null2 odds (Kp floats, written by thread 0) of
@@ -95,30 +77,25 @@ TAIL_FN void null2_by_expectation(const LaneGroup &g, const Profile *om, const P
     if (z == 0) null2_degenerate_odds(om, null2);
 }
 
-// p7_Null2_ByTrace: the null2 odds (Kp floats) of the domain at trace steps start..end (its
-// B..E): each emitting step counts 1 toward its node's M usage (inserts included; a B..E segment
-// emits only from M and I), over the number of emitting steps; I usage and the N/C/J share are
-// zero. `scratch`: 2·Q f4 (the counts, then the zero I usage).
-TAIL_FN void null2_by_trace(const Profile *om, const Trace *tr, int start, int end, f4 *scratch, float *null2) {
-    const int Q = om->Q;
-    f4 *counts = scratch, *zeros = scratch + Q;
-    for (int q = 0; q < Q; q++) {
-        counts[q] = splat(0.0f);
-        zeros[q] = splat(0.0f);
-    }
-    int emitted = 0;
-    for (int z = start; z <= end; z++) {
-        if (tr->i[z] > 0) {
-            emitted++;
-            const int k = tr->k[z];
-            if (k >= 1 && k <= 4 * Q) counts[lane_q(k, Q)].v[lane_z(k, Q)] += 1.0f;
+// p7_Null2_ByTrace's odds of residues x = x0, x0 + dx, … < K, from the n nodes a domain used:
+// node e at offset offsets[e] = 4q + z of the striped rows (nodes ascending), used counts[e]
+// times, norm = 1 / the domain's emitting steps. Sparse, and exact: the dense sum's other terms
+// are 0·odds = +0 (odds are finite) and its I usage is 0, and x + (+0) = x for the sums ≥ +0.
+// A B..E segment emits at least once (local entry is B→M), so norm is finite.
+TAIL_FN void null2_of_nodes(const Profile *om, const int *offsets, const float *counts, int n, float norm, int x0,
+                            int dx, float *null2) {
+    const float *odds = (const float *)om->rfv;
+    for (int x = x0; x < om->K; x += dx) {
+        const float *row = odds + (tail_size_t)x * 4 * om->Q;
+        float lane[4];
+        int e = 0;
+        for (int z = 0; z < 4; z++) {  // the nodes of lane z are consecutive, in q order
+            float sum = 0.0f;
+            for (; e < n && (offsets[e] & 3) == z; e++) sum = sum + (counts[e] * norm) * ro(row + offsets[e]);
+            lane[z] = sum;
         }
+        null2[x] = (lane[0] + lane[1]) + (lane[2] + lane[3]);
     }
-    const float norm = 1.0f / (float)emitted;
-    for (int q = 0; q < Q; q++) {
-        for (int z = 0; z < 4; z++) counts[q].v[z] = counts[q].v[z] * norm;
-    }
-    null2_odds(om, counts, zeros, 0.0f, null2);
 }
 
 }  // namespace gpuhmm_tail

@@ -56,12 +56,12 @@ TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const Spec
         float ipv = from_left(g, Ip[Q - 1].v[z], neg_inf);
         float dpv = from_left(g, Dp[Q - 1].v[z], neg_inf);
         for (int q = 0; q < Q; q++) {
-            float sv = oa_open(tBM[q].v[z], xB);
-            sv = oa_max(sv, oa_open(tMM[q].v[z], mpv));
-            sv = oa_max(sv, oa_open(tIM[q].v[z], ipv));
-            sv = oa_max(sv, oa_open(tDM[q].v[z], dpv));
+            float sv = oa_open(ro(&tBM[q].v[z]), xB);
+            sv = oa_max(sv, oa_open(ro(&tMM[q].v[z]), mpv));
+            sv = oa_max(sv, oa_open(ro(&tIM[q].v[z]), ipv));
+            sv = oa_max(sv, oa_open(ro(&tDM[q].v[z]), dpv));
             Mc[q].v[z] = sv + ppM[q].v[z];
-            const float ic = oa_max(oa_open(tMI[q].v[z], Mp[q].v[z]), oa_open(tII[q].v[z], Ip[q].v[z]));
+            const float ic = oa_max(oa_open(ro(&tMI[q].v[z]), Mp[q].v[z]), oa_open(ro(&tII[q].v[z]), Ip[q].v[z]));
             Ic[q].v[z] = ic + ppI[q].v[z];
             mpv = Mp[q].v[z];
             ipv = Ip[q].v[z];
@@ -70,19 +70,19 @@ TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const Spec
 
         // D: M(k)→D(k+1) lands one vector later; vector 0 gets M(Q−1) shifted, −∞ in.
         Dc[0].v[z] = neg_inf;
-        for (int q = 1; q < Q; q++) Dc[q].v[z] = oa_open(tMD[q - 1].v[z], Mc[q - 1].v[z]);
-        float dcv = from_left(g, oa_open(tMD[Q - 1].v[z], Mc[Q - 1].v[z]), neg_inf);
+        for (int q = 1; q < Q; q++) Dc[q].v[z] = oa_open(ro(&tMD[q - 1].v[z]), Mc[q - 1].v[z]);
+        float dcv = from_left(g, oa_open(ro(&tMD[Q - 1].v[z]), Mc[Q - 1].v[z]), neg_inf);
         // First D→D pass: the carry is each updated cell behind its DD.
         for (int q = 0; q < Q; q++) {
             Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
-            dcv = oa_open(tDD[q].v[z], Dc[q].v[z]);
+            dcv = oa_open(ro(&tDD[q].v[z]), Dc[q].v[z]);
         }
         // Three more passes carry only the shifted carry, masked by each DD it crosses.
         for (int pass = 0; pass < 3; pass++) {
             dcv = from_left(g, dcv, neg_inf);
             for (int q = 0; q < Q; q++) {
                 Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
-                dcv = oa_open(tDD[q].v[z], dcv);
+                dcv = oa_open(ro(&tDD[q].v[z]), dcv);
             }
         }
 

@@ -4,8 +4,9 @@
 // the cluster numbers decide the order of envelopes that start at the same residue. Translated
 // from tests/oracle/spensemble.py.
 //
-// Thread → data: one thread clusters the segments of one region, serially (O(n²) link tests,
-// computed when needed rather than stored). No vector lanes.
+// Thread → data: a warp clusters the segments of one region: its lanes test the links of 32
+// stack positions at once (the O(n²) part, computed when needed rather than stored); lane 0
+// applies them in Easel's order and does the rest. No vector lanes.
 //
 // Rounding: overlaps are float32 divisions of (float) ints compared with 0.8f; a cluster's
 // probability is (float) ninc / (float) nsamples against 0.25f; the endpoint threshold is the
@@ -15,6 +16,7 @@
 // is a stable merge sort; a stable insertion sort here gives the same order).
 #pragma once
 #include "common.cuh"
+#include "lanegroup.cuh"
 
 namespace gpuhmm_tail {
 
@@ -59,29 +61,41 @@ TAIL_FN int spe_linked(const Segments *s, int a, int b) {
            spe_overlapping(s->k[a], s->m[a], s->k[b], s->m[b], 0) && near;
 }
 
-// esl_cluster_SingleLinkage: each segment's cluster number into assignment[n], their count into
-// *nclusters. Easel keeps a stack of unclustered vertices (n − 1 .. 0, top last), deletes a vertex
-// by moving the top into its place, and tests the remaining positions top down; positions below
-// the one tested are untouched, so testing while deleting equals testing first.
-TAIL_FN int spe_single_linkage(const Segments *s, Arena *scratch, int *assignment, int *nclusters) {
+// esl_cluster_SingleLinkage by the warp w: each segment's cluster number into assignment[n], their
+// count into *nclusters. Easel keeps a stack of unclustered vertices (n − 1 .. 0, top last), deletes
+// a vertex by moving the top into its place, and tests the remaining positions top down; positions
+// below the one tested are untouched and the top moved down was tested already, so the lanes test
+// 32 positions at once and lane 0 then deletes the linked ones, top down.
+TAIL_FN int spe_single_linkage(const Warp &w, const Segments *s, Arena *scratch, int *assignment, int *nclusters) {
     int n = s->n;
     int *available = (int *)arena_alloc(scratch, sizeof(int) * (n > 0 ? n : 1));
     int *pending = (int *)arena_alloc(scratch, sizeof(int) * (n > 0 ? n : 1));
     if (!available || !pending) return TAIL_CAPACITY;
-    for (int p = 0; p < n; p++) available[p] = n - 1 - p;
+    for (int p = w.lane; p < n; p += w.width) available[p] = n - 1 - p;
+    w.sync();
     int remaining = n, clusters = 0;
     while (remaining > 0) {
         remaining--;
         int npending = 0;
-        pending[npending++] = available[remaining];
+        if (w.lane == 0) pending[0] = available[remaining];
+        npending++;
         while (npending > 0) {
+            w.sync();
             int v = pending[--npending];
-            assignment[v] = clusters;
-            for (int p = remaining - 1; p >= 0; p--) {
-                if (!spe_linked(s, v, available[p])) continue;
-                pending[npending++] = available[p];  // each vertex is pushed once: npending ≤ n
-                available[p] = available[remaining - 1];
-                remaining--;
+            if (w.lane == 0) assignment[v] = clusters;
+            for (int top = remaining - 1; top >= 0; top -= w.width) {
+                const int p = top - w.lane;
+                unsigned linked = w.ballot(p >= 0 && spe_linked(s, v, available[p]));
+                w.sync();
+                for (; linked; linked &= linked - 1) {  // lane l is position top − l: top down
+                    const int at = top - lowest_lane(linked);
+                    if (w.lane == 0) {
+                        pending[npending] = available[at];  // each vertex is pushed once: npending ≤ n
+                        available[at] = available[remaining - 1];
+                    }
+                    npending++, remaining--;
+                }
+                w.sync();
             }
         }
         clusters++;
@@ -128,12 +142,13 @@ TAIL_FN int spe_ceil(float x) {
     return (float)t < x ? t + 1 : t;
 }
 
-// p7_spensemble_Cluster: the significant envelopes of the n segments (parallel arrays, in the
-// order added; `sample` non-decreasing) of `nsamples` sampled traces, into out[0 .. *count), by
-// start residue, ties in cluster order. Scratch comes from `scratch` and is given back on return.
-// TAIL_CAPACITY when the scratch or `capacity` runs out (*count is then unspecified).
-TAIL_FN int cluster(const int *sample, const int *i, const int *j, const int *k, const int *m, int n, int nsamples,
-                    Arena *scratch, Envelope *out, int capacity, int *count) {
+// p7_spensemble_Cluster by the warp w: the significant envelopes of the n segments (parallel
+// arrays, in the order added; `sample` non-decreasing) of `nsamples` sampled traces, into
+// out[0 .. *count), by start residue, ties in cluster order; in lane 0 (the other lanes return
+// after the linkage). Scratch comes from `scratch` and is given back on return. TAIL_CAPACITY when
+// the scratch or `capacity` runs out (*count is then unspecified).
+TAIL_FN int cluster(const Warp &w, const int *sample, const int *i, const int *j, const int *k, const int *m, int n,
+                    int nsamples, Arena *scratch, Envelope *out, int capacity, int *count) {
     *count = 0;
     if (n <= 0) return TAIL_OK;
     Segments s;
@@ -149,8 +164,8 @@ TAIL_FN int cluster(const int *sample, const int *i, const int *j, const int *k,
     int *members = (int *)arena_alloc(scratch, sizeof(int) * n);
     int *first = (int *)arena_alloc(scratch, sizeof(int) * (n + 1));
     if (!assignment || !members || !first) goto done;
-    status = spe_single_linkage(&s, scratch, assignment, &clusters);
-    if (status != TAIL_OK) goto done;
+    status = spe_single_linkage(w, &s, scratch, assignment, &clusters);
+    if (status != TAIL_OK || w.lane != 0) goto done;
     // Members of each cluster in segment order (a counting sort): cluster c is
     // members[first[c] .. first[c + 1]).
     for (int c = 0; c <= clusters; c++) first[c] = 0;

@@ -112,6 +112,8 @@ struct Tail {
     tail_size_t *record_bytes;
     const tail_size_t *record_offsets;
     char *records;
+    // With item_ns set (benchmarks), each kernel's longest item in ns, by schedule.py's kernel index.
+    unsigned long long *item_ns;
 };
 
 // Where a pair's arrays sit in its space (the same allocations in every stage).
@@ -235,23 +237,26 @@ TAIL_FN void region_forward_item(const Tail *t, int item, const LaneGroup &g) {
     t->region_status[item] = status;
 }
 
-// Stage 2, second kernel: its 200 traces from the seeded generator (region_traces).
-TAIL_FN void region_traces_item(const Tail *t, int item) {
+// Stage 2, second kernel, by the warp `warp`: its 200 traces from the seeded generator
+// (region_traces).
+TAIL_FN void region_traces_item(const Tail *t, int item, const Warp &warp) {
     if (t->region_status[item] != TAIL_OK) return;
     RegionItem r = region_item(t, item);
     Randomness rng;
     rng_init(&rng, t->settings.seed);
-    t->region_status[item] = region_traces(r.om, r.dsq, r.L, r.task->i, r.task->j, &rng, &r.work);
+    int status = region_traces(warp, r.om, r.dsq, r.L, r.task->i, r.task->j, &rng, &r.work);
+    if (warp.lane == 0) t->region_status[item] = status;
 }
 
-// Stage 2, third kernel: its null2 scores and envelopes (region_envelopes), out as the count
-// then each envelope's (i, j).
-TAIL_FN void region_envelopes_item(const Tail *t, int item) {
+// Stage 2, third kernel, by the warp `warp`: its null2 scores and envelopes (region_envelopes),
+// out as the count then each envelope's (i, j).
+TAIL_FN void region_envelopes_item(const Tail *t, int item, const Warp &warp) {
     if (t->region_status[item] != TAIL_OK) return;
     RegionItem r = region_item(t, item);
     int nenv = 0;
-    int status = region_envelopes(r.task->i, r.task->j, space_of(t, r.task->pair).n2sc, &r.work, r.envelopes, &nenv,
-                                  &r.arena);
+    int status = region_envelopes(warp, r.task->i, r.task->j, space_of(t, r.task->pair).n2sc, &r.work, r.envelopes,
+                                  &nenv, &r.arena);
+    if (warp.lane != 0) return;
     t->region_status[item] = status;
     if (status != TAIL_OK) return;
     int *out = t->region_envelopes + (tail_size_t)item * (1 + 2 * MAX_ENVELOPES);

@@ -6,7 +6,8 @@
 // traced_back.
 //
 // Thread → data: one thread samples the traces of one region, serially, from one generator (the
-// draws are a single sequence, so nothing here can be split across threads). Lane width: the
+// draws are a single sequence, so nothing here can be split across threads); a sink takes each
+// step (domaindef.cuh's SampledDomains; the tests keep the whole path). Lane width: the
 // Forward matrix rows are striped f4 vectors of 4 float32 lanes; select_e walks them in that
 // striped order (q outer; M's 4 lanes, then D's 4 lanes).
 //
@@ -88,13 +89,23 @@ TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
     return -1;
 }
 
-// What the select_* functions read: the generator, the model, om->xf and a full Forward matrix.
+// What the select_* functions read: om->xf, the striped transitions and a full Forward matrix,
+// their pointers held by the sampler so that no step reloads them.
 struct StoSampler {
-    Randomness *r;
-    const Profile *om;
-    const SpecialTransitions *xf;
-    const Matrix *fwd;
+    const f4 *M, *D, *I, *tfv;
+    const float *xmx;
+    int L, Q;
+    SpecialTransitions xf;
 };
+
+TAIL_FN StoSampler sto_sampler(const Profile *om, const SpecialTransitions *xf, const Matrix *fwd) {
+    StoSampler s;
+    s.M = fwd->M, s.D = fwd->D, s.I = fwd->I, s.tfv = om->tfv;
+    s.xmx = fwd->xmx;
+    s.L = fwd->L, s.Q = fwd->Q;
+    s.xf = *xf;
+    return s;
+}
 
 // Node k (≥ 1) in striped vectors: vector q, lane z. The trace keeps its node's place and steps it
 // back one node at a time, so no step divides by Q.
@@ -106,75 +117,67 @@ TAIL_FN Node node_before(Node n, int Q) { return n.q > 0 ? Node{n.q - 1, n.z} : 
 
 // Node k's cell in row i of striped rows (Q vectors a row), n its place; 0 for k ≤ 0.
 TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k, Node n) {
-    return k > 0 ? rows[(tail_size_t)i * Q + n.q].v[n.z] : 0.0f;
+    return k > 0 ? ro(&rows[(tail_size_t)i * Q + n.q].v[n.z]) : 0.0f;
 }
 
 // Transition t of node k (place n); 0 for k ≤ 0.
-TAIL_FN float sto_transition(const StoSampler *s, int t, int k, Node n) {
-    return k > 0 ? s->om->tfv[t * s->om->Q + n.q].v[n.z] : 0.0f;
+TAIL_FN float sto_transition(const StoSampler &s, int t, int k, Node n) {
+    return k > 0 ? ro(&s.tfv[t * s.Q + n.q].v[n.z]) : 0.0f;
 }
 
-TAIL_FN float sto_special(const Matrix *mx, int i, int s) { return mx->xmx[(tail_size_t)i * X_COUNT + s]; }
+TAIL_FN float sto_special(const StoSampler &s, int i, int x) { return ro(&s.xmx[(tail_size_t)i * X_COUNT + x]); }
 
 // Normalize the N weights and draw one of `states` ("BMID", …); 0 when FChoose finds none.
 template <int N>
-TAIL_FN char sto_pick(StoSampler *s, float *path, const char *states) {
+TAIL_FN char sto_pick(Randomness *r, float *path, const char *states) {
     vec_fnorm<N>(path);
-    int z = rnd_fchoose<N>(s->r, path);
+    int z = rnd_fchoose<N>(r, path);
     return z < 0 ? 0 : states[z];
 }
 
 // select_m: what led to M(i, k) (node place n): B(i−1), or M, I, D of node k − 1 at row i − 1.
-TAIL_FN char sto_select_m(StoSampler *s, int i, int k, Node n) {
-    const Matrix *f = s->fwd;
-    const int Q = f->Q;
-    const Node before = node_before(n, Q);
+TAIL_FN char sto_select_m(const StoSampler &s, Randomness *r, int i, int k, Node n) {
+    const Node before = node_before(n, s.Q);
     float path[4];
-    path[0] = sto_special(f, i - 1, X_B) * sto_transition(s, T_BM, k, n);
-    path[1] = sto_cell(f->M, Q, i - 1, k - 1, before) * sto_transition(s, T_MM, k, n);
-    path[2] = sto_cell(f->I, Q, i - 1, k - 1, before) * sto_transition(s, T_IM, k, n);
-    path[3] = sto_cell(f->D, Q, i - 1, k - 1, before) * sto_transition(s, T_DM, k, n);
-    return sto_pick<4>(s, path, "BMID");
+    path[0] = sto_special(s, i - 1, X_B) * sto_transition(s, T_BM, k, n);
+    path[1] = sto_cell(s.M, s.Q, i - 1, k - 1, before) * sto_transition(s, T_MM, k, n);
+    path[2] = sto_cell(s.I, s.Q, i - 1, k - 1, before) * sto_transition(s, T_IM, k, n);
+    path[3] = sto_cell(s.D, s.Q, i - 1, k - 1, before) * sto_transition(s, T_DM, k, n);
+    return sto_pick<4>(r, path, "BMID");
 }
 
 // select_d: M or D of node k − 1 in the same row.
-TAIL_FN char sto_select_d(StoSampler *s, int i, int k, Node n) {
-    const Matrix *f = s->fwd;
-    const int Q = f->Q;
-    const Node before = node_before(n, Q);
+TAIL_FN char sto_select_d(const StoSampler &s, Randomness *r, int i, int k, Node n) {
+    const Node before = node_before(n, s.Q);
     float path[2];
-    path[0] = sto_cell(f->M, Q, i, k - 1, before) * sto_transition(s, T_MD, k - 1, before);
-    path[1] = sto_cell(f->D, Q, i, k - 1, before) * sto_transition(s, T_DD, k - 1, before);
-    return sto_pick<2>(s, path, "MD");
+    path[0] = sto_cell(s.M, s.Q, i, k - 1, before) * sto_transition(s, T_MD, k - 1, before);
+    path[1] = sto_cell(s.D, s.Q, i, k - 1, before) * sto_transition(s, T_DD, k - 1, before);
+    return sto_pick<2>(r, path, "MD");
 }
 
 // select_i: M or I of node k at row i − 1.
-TAIL_FN char sto_select_i(StoSampler *s, int i, int k, Node n) {
-    const Matrix *f = s->fwd;
-    const int Q = f->Q;
+TAIL_FN char sto_select_i(const StoSampler &s, Randomness *r, int i, int k, Node n) {
     float path[2];
-    path[0] = sto_cell(f->M, Q, i - 1, k, n) * sto_transition(s, T_MI, k, n);
-    path[1] = sto_cell(f->I, Q, i - 1, k, n) * sto_transition(s, T_II, k, n);
-    return sto_pick<2>(s, path, "MI");
+    path[0] = sto_cell(s.M, s.Q, i - 1, k, n) * sto_transition(s, T_MI, k, n);
+    path[1] = sto_cell(s.I, s.Q, i - 1, k, n) * sto_transition(s, T_II, k, n);
+    return sto_pick<2>(r, path, "MI");
 }
 
 // select_c / select_j: the state looped from row i − 1, or came from E(i) (its scale put back).
-TAIL_FN char sto_select_c_or_j(StoSampler *s, char state, int i) {
-    const Matrix *f = s->fwd;
+TAIL_FN char sto_select_c_or_j(const StoSampler &s, Randomness *r, char state, int i) {
     float path[2];
-    path[0] = sto_special(f, i - 1, state == 'C' ? X_C : X_J) * s->xf->loop;
-    float e_weight = state == 'C' ? s->xf->e_move : s->xf->e_loop;
-    path[1] = (sto_special(f, i, X_E) * e_weight) * sto_special(f, i, X_SCALE);
-    return sto_pick<2>(s, path, state == 'C' ? "CE" : "JE");
+    path[0] = sto_special(s, i - 1, state == 'C' ? X_C : X_J) * s.xf.loop;
+    float e_weight = state == 'C' ? s.xf.e_move : s.xf.e_loop;
+    path[1] = (sto_special(s, i, X_E) * e_weight) * sto_special(s, i, X_SCALE);
+    return sto_pick<2>(r, path, state == 'C' ? "CE" : "JE");
 }
 
 // select_b: N(i) or J(i), each times the move.
-TAIL_FN char sto_select_b(StoSampler *s, int i) {
-    const Matrix *f = s->fwd;
+TAIL_FN char sto_select_b(const StoSampler &s, Randomness *r, int i) {
     float path[2];
-    path[0] = sto_special(f, i, X_N) * s->xf->move;
-    path[1] = sto_special(f, i, X_J) * s->xf->move;
-    return sto_pick<2>(s, path, "NJ");
+    path[0] = sto_special(s, i, X_N) * s.xf.move;
+    path[1] = sto_special(s, i, X_J) * s.xf.move;
+    return sto_pick<2>(r, path, "NJ");
 }
 
 // How many times select_e sweeps row i before giving up (HMMER would loop forever on weights that
@@ -183,81 +186,78 @@ TAIL_CONST int STO_E_MAX_SWEEPS = 64;
 
 // select_e: 'M' or 'D' and node *k (at place *n) of the cell that ended at E(i); 0 when the
 // sweeps stall.
-TAIL_FN char sto_select_e(StoSampler *s, int i, int *k, Node *n) {
-    const Matrix *f = s->fwd;
-    int Q = f->Q;
-    double roll = rng_random(s->r);
-    float weight = 1.0f / sto_special(f, i, X_E);
-    const f4 *M = f->M + (tail_size_t)i * Q, *D = f->D + (tail_size_t)i * Q;
+TAIL_FN char sto_select_e(const StoSampler &s, Randomness *r, int i, int *k, Node *n) {
+    const int Q = s.Q;
+    double roll = rng_random(r);
+    float weight = 1.0f / sto_special(s, i, X_E);
+    const f4 *M = s.M + (tail_size_t)i * Q, *D = s.D + (tail_size_t)i * Q;
     double total = 0.0;  // kept across sweeps, as the reference's running sum is
     for (int sweep = 0; sweep < STO_E_MAX_SWEEPS; sweep++) {
         double before = total;
+        f4 m = ro(M), d = ro(D);
         for (int q = 0; q < Q; q++) {
+            f4 m_next = m, d_next = d;  // the next vectors load while these are tested
+            if (q + 1 < Q) m_next = ro(M + q + 1), d_next = ro(D + q + 1);
             for (int z = 0; z < 4; z++) {
-                total += (double)(M[q].v[z] * weight);
+                total += (double)(m.v[z] * weight);
                 if (roll < total) {
                     *k = z * Q + q + 1, *n = Node{q, z};
                     return 'M';
                 }
             }
             for (int z = 0; z < 4; z++) {
-                total += (double)(D[q].v[z] * weight);
+                total += (double)(d.v[z] * weight);
                 if (roll < total) {
                     *k = z * Q + q + 1, *n = Node{q, z};
                     return 'D';
                 }
             }
+            m = m_next, d = d_next;
         }
         if (!(total > before)) return 0;  // no progress (all zero, or NaN): it would never end
     }
     return 0;
 }
 
-// p7_StochasticTrace on the full multihit Forward matrix `fwd` of a region: one sampled path,
-// from T at row L back to S, reversed, into `tr` (emptied first; no posteriors). TAIL_CAPACITY
-// when `tr` fills up; TAIL_RANGE where the reference has no answer: no weight is chosen (not
+// p7_StochasticTrace's traceback on the full multihit Forward matrix of `s`: one sampled path,
+// from T at row L back to S, each step to sink.append(previous, state, k, i, place of node k)
+// (previous: the state appended before, 0 for none), which returns 0 when it cannot take it
+// (TAIL_CAPACITY). TAIL_RANGE where the reference has no answer: no weight is chosen (not
 // finite), select_e stalls, or a step would read row −1 (numpy would wrap to row L, HMMER reads
 // before the matrix). Neither happens on a Forward matrix whose scores are finite.
-TAIL_FN int stochastic_trace(Randomness *r, const Profile *om, const SpecialTransitions *xf, const Matrix *fwd,
-                             Trace *tr) {
-    StoSampler s;
-    s.r = r;
-    s.om = om;
-    s.xf = xf;
-    s.fwd = fwd;
-    tr->n = 0;
-    int i = fwd->L, k = 0;
+template <class Sink>
+TAIL_FN int sample_trace(Randomness *r, const StoSampler &s, Sink &sink) {
+    int i = s.L, k = 0;
     Node n = {0, 0};  // node k's place, once select_e has set k
-    if (!trace_append(tr, 0, 'T', k, i, 0.0f) || !trace_append(tr, 'T', 'C', k, i, 0.0f)) return TAIL_CAPACITY;
+    if (!sink.append(0, 'T', k, i, n) || !sink.append('T', 'C', k, i, n)) return TAIL_CAPACITY;
     char previous = 'C';
     while (previous != 'S') {
         char state;
         if ((previous == 'M' || previous == 'I' || previous == 'C' || previous == 'J') && i < 1) return TAIL_RANGE;
         if (previous == 'M') {
-            state = sto_select_m(&s, i, k, n);
-            k--, n = node_before(n, fwd->Q);
+            state = sto_select_m(s, r, i, k, n);
+            k--, n = node_before(n, s.Q);
             i--;
         } else if (previous == 'D') {
-            state = sto_select_d(&s, i, k, n);
-            k--, n = node_before(n, fwd->Q);
+            state = sto_select_d(s, r, i, k, n);
+            k--, n = node_before(n, s.Q);
         } else if (previous == 'I') {
-            state = sto_select_i(&s, i, k, n);
+            state = sto_select_i(s, r, i, k, n);
             i--;
         } else if (previous == 'N') {
             state = i == 0 ? 'S' : 'N';
         } else if (previous == 'C' || previous == 'J') {
-            state = sto_select_c_or_j(&s, previous, i);
+            state = sto_select_c_or_j(s, r, previous, i);
         } else if (previous == 'E') {
-            state = sto_select_e(&s, i, &k, &n);
+            state = sto_select_e(s, r, i, &k, &n);
         } else {  // B
-            state = sto_select_b(&s, i);
+            state = sto_select_b(s, r, i);
         }
         if (state == 0) return TAIL_RANGE;
-        if (!trace_append(tr, previous, state, k, i, 0.0f)) return TAIL_CAPACITY;
+        if (!sink.append(previous, state, k, i, n)) return TAIL_CAPACITY;
         if (is_looping_state(state) && state == previous) i--;
         previous = state;
     }
-    trace_reverse(tr);
     return TAIL_OK;
 }
 

@@ -1,5 +1,5 @@
 // HMMER 3.4's state paths as the tail builds them (src/p7_trace.c): p7_trace_Append,
-// p7_trace_AppendWithPP, p7_trace_Reverse and p7_trace_Index (tests/oracle/trace.py).
+// p7_trace_AppendWithPP and p7_trace_Reverse (tests/oracle/trace.py).
 //
 // Thread → data: one thread builds one trace in arrays its caller sized. States are HMMER's
 // one-letter names ('S', 'N', 'B', 'M', 'D', 'I', 'E', 'J', 'C', 'T'). No arithmetic.
@@ -13,11 +13,6 @@ struct Trace {
     char *st;
     int *k, *i;
     float *pp;  // posteriors, or null for a trace without them
-};
-
-// One B..E segment of a trace: its steps, and its first and last M state's (i, k).
-struct TraceDomain {
-    int tfrom, tto, sqfrom, sqto, hmmfrom, hmmto;
 };
 
 TAIL_FN int is_looping_state(char state) { return state == 'N' || state == 'C' || state == 'J'; }
@@ -78,33 +73,6 @@ TAIL_FN void trace_reverse(Trace *tr) {
             tr->pp[b] = pp;
         }
     }
-}
-
-// p7_trace_Index: the B..E segments in order into `out`; their number, or −1 past `capacity`.
-TAIL_FN int trace_domains(const Trace *tr, TraceDomain *out, int capacity) {
-    int count = 0, start = 0, seen_m = 0;
-    TraceDomain d = {0, 0, 0, 0, 0, 0};
-    for (int z = 0; z < tr->n; z++) {
-        char state = tr->st[z];
-        if (state == 'B') {
-            start = z;
-            seen_m = 0;
-        } else if (state == 'M') {
-            if (!seen_m) {
-                d.sqfrom = tr->i[z];
-                d.hmmfrom = tr->k[z];
-                seen_m = 1;
-            }
-            d.sqto = tr->i[z];
-            d.hmmto = tr->k[z];
-        } else if (state == 'E') {
-            if (count == capacity) return -1;
-            d.tfrom = start;
-            d.tto = z;
-            out[count++] = d;
-        }
-    }
-    return count;
 }
 
 }  // namespace gpuhmm_tail
