@@ -7,11 +7,11 @@ Run on the GPU machine, from the repository root:
         --proteome benchmarks/data/proteome-HG003687.faa
 
 The pairs are the (model, protein) pairs pyhmmer reports a hit for among the models × the
-proteome, each `--copies` times: the shape of the Forward filter's survivors on real proteins. The GPU runs them
-through the tail's four stages (`GpuEngine.tail`), `--repeats` times, with each stage's kernel
-time and item counts; its hits must equal pyhmmer's record for record. The peer is pyhmmer searching exactly
-those pairs (each model against its own hit sequences) with every host thread: its rate is what
-the GPU replaces.
+proteome, each `--copies` times: the shape of the Forward filter's survivors on real proteins.
+The GPU runs them through the tail's stages (`GpuEngine.tail`), `--repeats` times, with each
+stage's kernel time, its longest item's time and the item counts; its hits must equal
+pyhmmer's record for record. The peer is pyhmmer searching exactly those pairs (each model
+against its own hit sequences) with every host thread: its rate is what the GPU replaces.
 
 Writes benchmarks/results/tail-<gpu>.json.
 """
@@ -108,13 +108,20 @@ def main():
     engine.tail(batches[0])  # compiles the kernels
     runs = []
     for _ in range(args.repeats):
-        timing, outputs = {}, []
+        timing, longest, outputs = {}, {}, []
         started = time.perf_counter()
         with ThreadPoolExecutor(args.calls) as pool:
-            outputs = list(pool.map(engine.tail, batches, [timing] * len(batches)))
+            outputs = list(pool.map(engine.tail, batches, [timing] * len(batches), [longest] * len(batches)))
         seconds = time.perf_counter() - started
         items = {k: sum(o["items"][k] for o in outputs) for k in outputs[0]["items"]}
-        runs.append(dict(seconds=round(seconds, 3), kernel_s={k: round(v, 3) for k, v in timing.items()}, items=items))
+        runs.append(
+            dict(
+                seconds=round(seconds, 3),
+                kernel_s={k: round(v, 3) for k, v in timing.items()},
+                longest_item_s={k: round(v, 4) for k, v in longest.items()},
+                items=items,
+            )
+        )
         print(json.dumps(runs[-1]), flush=True)
     results = [
         r for batch, output in zip(batches, outputs) for r in zip(batch.pairs, readback.read_back(batch, output))
@@ -140,6 +147,7 @@ def main():
         "statuses": dict(zip(("ok", "range", "capacity", "uncertain"), statuses)),
         "runs": runs,
         "kernel_s": fastest["kernel_s"],
+        "longest_item_s": fastest["longest_item_s"],
         "items": fastest["items"],
         "gpu_pairs_per_s": round(len(pairs) / best, 1),
         "peer_threads": args.threads,
