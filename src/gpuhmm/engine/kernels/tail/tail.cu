@@ -26,11 +26,6 @@ __device__ unsigned long long tail_now() {
     return ns;
 }
 
-// Where the benchmarks ask for it (t->item_ns), the kernel's longest item so far.
-__device__ void tail_clocked(const gpuhmm_tail::Tail *t, int kernel, unsigned long long started) {
-    if (t->item_ns) atomicMax(t->item_ns + kernel, tail_now() - started);
-}
-
 // Item of this thread when the first `lanes` of an item's `spread` threads work on it together
 // (spread 32 gives each item a warp of its own, so that items of divergent control flow do not
 // serialize each other).
@@ -40,61 +35,49 @@ __device__ int tail_lanes_item(int count, int spread, int lanes) {
     return thread % spread < lanes && item < count ? (int)item : -1;
 }
 
+// run(item) for this thread's item of `count`; where the benchmarks ask for it (t->item_ns), the
+// kernel's longest item so far.
+template <class Run>
+__device__ void tail_run(const gpuhmm_tail::Tail *t, int kernel, int count, int spread, int lanes, Run run) {
+    const unsigned long long started = tail_now();
+    const int item = tail_lanes_item(count, spread, lanes);
+    if (item < 0) return;
+    run(item);
+    if (t->item_ns) atomicMax(t->item_ns + kernel, tail_now() - started);
+}
+
 // Stage 1: a lane group of 4 threads per pair (spread 4, every thread working).
 __global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    const long long item = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / spread;
-    if (item >= t->npairs) return;
-    gpuhmm_tail::parse_pair(t, (int)item, gpuhmm_tail::warp_lane_group());
-    tail_clocked(t, PARSE, started);
+    tail_run(t, PARSE, t->npairs, spread, spread,
+             [&](int item) { gpuhmm_tail::parse_pair(t, item, gpuhmm_tail::warp_lane_group()); });
 }
 
 __global__ void tail_regions(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->ntasks, spread, 4);
-    if (item < 0) return;
-    gpuhmm_tail::region_forward_item(t, item, gpuhmm_tail::warp_lane_group());
-    tail_clocked(t, REGIONS, started);
+    tail_run(t, REGIONS, t->ntasks, spread, 4,
+             [&](int item) { gpuhmm_tail::region_forward_item(t, item, gpuhmm_tail::warp_lane_group()); });
 }
 
 __global__ void tail_traces(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->ntasks, spread, 32);
-    if (item < 0) return;
-    gpuhmm_tail::region_traces_item(t, item, gpuhmm_tail::this_warp());
-    tail_clocked(t, TRACES, started);
+    tail_run(t, TRACES, t->ntasks, spread, 32,
+             [&](int item) { gpuhmm_tail::region_traces_item(t, item, gpuhmm_tail::this_warp()); });
 }
 
 __global__ void tail_clusters(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->ntasks, spread, 32);
-    if (item < 0) return;
-    gpuhmm_tail::region_envelopes_item(t, item, gpuhmm_tail::this_warp());
-    tail_clocked(t, CLUSTERS, started);
+    tail_run(t, CLUSTERS, t->ntasks, spread, 32,
+             [&](int item) { gpuhmm_tail::region_envelopes_item(t, item, gpuhmm_tail::this_warp()); });
 }
 
 __global__ void tail_envelopes(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->ntasks, spread, 4);
-    if (item < 0) return;
-    gpuhmm_tail::rescore_envelope(t, item, gpuhmm_tail::warp_lane_group());
-    tail_clocked(t, ENVELOPES, started);
+    tail_run(t, ENVELOPES, t->ntasks, spread, 4,
+             [&](int item) { gpuhmm_tail::rescore_envelope(t, item, gpuhmm_tail::warp_lane_group()); });
 }
 
 __global__ void tail_assemble(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->npairs, spread, 1);
-    if (item < 0) return;
-    gpuhmm_tail::assemble_pair(t, item);
-    tail_clocked(t, ASSEMBLE, started);
+    tail_run(t, ASSEMBLE, t->npairs, spread, 1, [&](int item) { gpuhmm_tail::assemble_pair(t, item); });
 }
 
 __global__ void tail_serialize(const gpuhmm_tail::Tail *t, int spread) {
-    const unsigned long long started = tail_now();
-    int item = tail_lanes_item(t->npairs, spread, 1);
-    if (item < 0) return;
-    gpuhmm_tail::serialize_pair(t, item);
-    tail_clocked(t, SERIALIZE, started);
+    tail_run(t, SERIALIZE, t->npairs, spread, 1, [&](int item) { gpuhmm_tail::serialize_pair(t, item); });
 }
 
 }  // namespace gpuhmm
