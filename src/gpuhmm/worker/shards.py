@@ -53,12 +53,15 @@ class ResidentShard:
 
     def footprint(self):
         """Bytes this shard holds: its residues, what the filters laid out from them (the
-        device holds about as much again) and the pyhmmer sequences of the whole shard."""
+        device holds about as much again), the pyhmmer sequences of the whole shard and the
+        names the tail uploads."""
         total = self._shard.residues.nbytes + self._shard.offsets.nbytes
         if self._filter_shard is not None:
             total += self._filter_shard.footprint()
         if self._block is not None:
             total += self.residues + PYHMMER_SEQUENCE_BYTES * self.sequences
+        if self._names is not None:
+            total += self._names.nbytes
         return total
 
     @property

@@ -79,6 +79,10 @@ class NameTable:
     def __getitem__(self, i):
         return self.blob[self.offsets[i] : self.offsets[i + 1]].tobytes()
 
+    @property
+    def nbytes(self):
+        return self.blob.nbytes + self.offsets.nbytes
+
 
 def record_settings(pipeline):
     """The `RecordSettings` of a TopHits pipeline dict (`records.pipeline_settings`)."""
