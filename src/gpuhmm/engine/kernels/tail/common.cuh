@@ -140,25 +140,6 @@ TAIL_FN float node_value(const f4 *rows, int Q, int k) {
 
 TAIL_FN float transition(const Profile *om, int t, int k) { return node_value(om->tfv + t * om->Q, om->Q, k); }
 
-TAIL_FN f4 splat(float value) {
-    f4 out;
-    for (int z = 0; z < 4; z++) out.v[z] = value;
-    return out;
-}
-
-// esl_sse_rightshift_float: [a0 a1 a2 a3] → [fill a0 a1 a2].
-TAIL_FN f4 rightshift(f4 a, float fill) {
-    f4 out;
-    out.v[0] = fill;
-    out.v[1] = a.v[0];
-    out.v[2] = a.v[1];
-    out.v[3] = a.v[2];
-    return out;
-}
-
-// esl_sse_hsum_ps: (a0 + a1) + (a2 + a3).
-TAIL_FN float hsum(f4 a) { return (a.v[0] + a.v[1]) + (a.v[2] + a.v[3]); }
-
 // esl_vec_FSum: the Kahan-compensated float32 sum.
 TAIL_FN float kahan_sum(const float *values, int n) {
     float total = 0.0f, compensation = 0.0f;

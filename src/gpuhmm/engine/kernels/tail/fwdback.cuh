@@ -72,7 +72,8 @@ TAIL_FN void forward_specials(const SpecialTransitions *xf, float xE, float *xN,
 
 // Forward's row i in lane z before the D→D passes: M and I into Mc and Ic, D's terms from M into
 // Dc (its carry out in *dcv), from row i − 1 (Mp, Dp, Ip; mpv, ipv, dpv shifted in from the left
-// lane); returns the lane's xE sum.
+// lane); returns the lane's xE sum. The rows are restricted, so that the compiler may load a
+// vector ahead of the stores before it.
 TAIL_FN float forward_cells(int Q, int z, const f4 *t, const f4 *e, float xB, float mpv, float ipv, float dpv,
                             const f4 *__restrict__ Mp, const f4 *__restrict__ Dp, const f4 *__restrict__ Ip,
                             f4 *__restrict__ Mc, f4 *__restrict__ Dc, f4 *__restrict__ Ic, float *dcv) {
