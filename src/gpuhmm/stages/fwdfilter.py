@@ -34,7 +34,6 @@ RESCALE_ABOVE = 1.0e4
 #: The F3 margin's fixed part, in nats (one bit), and the rounding slope per DP step.
 MARGIN_NATS = math.log(2.0)
 ROUNDING_PER_STEP = 16 * 2.0**-24
-TRANSITION_KINDS = ("BM", "MM", "IM", "DM", "MD", "MI", "II", "DD")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +43,7 @@ class ForwardProfile:
     name: str
     M: int
     emissions: np.ndarray  # float32 (Kp, M): rfv, odds ratio of residue x at node k (column k − 1)
-    transitions: np.ndarray  # float32 (8, M): TRANSITION_KINDS of node k at column k − 1, as twv
+    transitions: np.ndarray  # float32 (8, M): BM MM IM DM MD MI II DD of node k at column k − 1, as twv
     e_move: float  # float32: E → C
     e_loop: float  # float32: E → J
     nj: float  # expected J uses, for the per-length N/J/C words

@@ -46,7 +46,6 @@ CELL_FLOOR = {"vit16": -8192, "vit32": -32768}
 PADDING32 = -(1 << 20)
 EMISSION_ROWS = 29
 SHARED_ROWS = 30  # the emission rows, then D→D
-TRANSITION_KINDS = ("BM", "MM", "IM", "DM", "MD", "MI", "II")
 #: Residue codes with −inf emissions in every profile: gap, nonresidue '*', missing '~'.
 INFINITE_RESIDUES = (20, 27, 28)
 _FINITE_RESIDUES = [x for x in range(EMISSION_ROWS) if x not in INFINITE_RESIDUES]
