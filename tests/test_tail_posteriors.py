@@ -14,13 +14,14 @@ import ctypes
 import numpy as np
 import pytest
 
-from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.profile import F32
 
 from helpers import tail_build
 from helpers.tail import striped_profiles
 from oracle import decoding, null2, optacc
 from oracle.domaindef import define_domains
 from oracle.fwdback import SCALE, DPMatrix, N, RangeError, backward, forward
+from oracle.oprofile import lane, special_transitions
 from oracle.stotrace import FastRandomness, stochastic_trace
 from oracle.target import Target
 from oracle.trace import Trace as ReferenceTrace
@@ -390,7 +391,7 @@ def _synthetic_posteriors(profile, L, rng):
     Q = profile.Q
     real = np.zeros((Q, 4), dtype=bool)
     for k in range(1, profile.M + 1):
-        real[profile.lane(k)] = True
+        real[lane(profile, k)] = True
     M, I = (np.where(real, rng.integers(1, 9, (L + 1, Q, 4)) / 8.0, 0.0).astype(F32) for _ in range(2))
     M[0] = I[0] = 0.0
     N, J, C = (rng.integers(0, 9, L + 1).astype(F32) / F32(8.0) for _ in range(3))

@@ -11,11 +11,12 @@ import ctypes
 import numpy as np
 import pytest
 
-from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.profile import F32
 
 from helpers import tail_build
 from helpers.tail import striped_profiles
 from oracle import domaindef, fwdback
+from oracle.oprofile import special_transitions
 from oracle.pipeline import forward_parser, target_domains
 from oracle.spensemble import Segments, cluster
 from oracle.stotrace import FastRandomness, _Sampler, choose, normalized, stochastic_trace

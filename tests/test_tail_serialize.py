@@ -59,9 +59,21 @@ def library():
     return lib
 
 
+class Text(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+class Names(ctypes.Structure):
+    """kernels/tail/serialize.cuh's Names, field for field."""
+
+    _fields_ = [
+        (f"{owner}_{name}", Text) for owner in ("model", "target") for name in ("name", "accession", "description")
+    ]
+
+
 def pair_names(lib, models, model, targets, target):
     """The kernel's `table_names` of a pair from two `serialized.NameTable`s."""
-    names = serialized.Names()
+    names = Names()
     tables = (models.blob, models.offsets, model, targets.blob, targets.offsets, target)
     lib.pair_names(ctypes.byref(names), *(t if isinstance(t, int) else t.ctypes.data for t in tables))
     return names

@@ -8,6 +8,7 @@ p + 0.05 ≥ 1 gives '*', else the digit ⌊(p + 0.05)·10⌋.
 
 from __future__ import annotations
 
+from .oprofile import emission
 from .records import alignment_record
 
 
@@ -35,7 +36,7 @@ def create(trace, profile, target):
             if x == abc.code(profile.consensus[k - 1]):
                 mline.append(profile.consensus[k - 1])
             else:
-                mline.append("+" if profile.emission(x, k) > 1.0 else " ")
+                mline.append("+" if emission(profile, x, k) > 1.0 else " ")
             aseq.append(abc.symbols[x].upper())
         elif state == "I":
             model.append(".")

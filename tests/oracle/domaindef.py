@@ -22,13 +22,14 @@ import dataclasses
 import numpy as np
 
 from gpuhmm.hits.records import DomainRecord
-from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.profile import F32
 from gpuhmm.stages.vitfilter import libm_logf
 
 from . import alidisplay
 from .decoding import decoding, domain_decoding
 from .fwdback import backward, forward
 from .null2 import null2_by_expectation, null2_by_trace
+from .oprofile import special_transitions
 from .optacc import oa_trace, optimal_accuracy
 from .spensemble import Segments, cluster
 from .stotrace import stochastic_trace

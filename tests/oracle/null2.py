@@ -18,6 +18,7 @@ import numpy as np
 from gpuhmm.stages.tail.profile import F32
 
 from .fwdback import hsum
+from .oprofile import lane
 
 
 def _odds(profile, M_use, I_use, xfactor):
@@ -57,6 +58,6 @@ def null2_by_trace(profile, trace, start, end):
     for z in range(start, end + 1):
         if trace.i[z] > 0:
             emitted += 1
-            counts[profile.lane(trace.k[z])] += F32(1.0)  # a B..E segment emits only from M and I
+            counts[lane(profile, trace.k[z])] += F32(1.0)  # a B..E segment emits only from M and I
     norm = F32(1.0) / F32(emitted)
     return _odds(profile, counts * norm, np.zeros_like(counts), F32(0.0))

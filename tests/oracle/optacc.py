@@ -20,6 +20,7 @@ import numpy as np
 from gpuhmm.stages.tail.profile import BM, DD, DM, F32, II, IM, MD, MI, MM
 
 from .fwdback import B, C, E, J, N, predecessors, rightshift
+from .oprofile import cell, transition
 from .trace import LOOPING, traced_back
 
 NEG_INF = F32(-np.inf)
@@ -87,14 +88,14 @@ class _Chooser:
 
     def _masked(self, rows, i, k, kind, node):
         """Node k's cell in row i, or −∞ behind a zero transition `kind` of `node`."""
-        return NEG_INF if self.profile.transition(kind, node) == 0.0 else self.profile.cell(rows, i, k)
+        return NEG_INF if transition(self.profile, kind, node) == 0.0 else cell(self.profile, rows, i, k)
 
     def m(self, i, k):
         path = [
             self._masked(self.oa.M, i - 1, k - 1, MM, k),
             self._masked(self.oa.I, i - 1, k - 1, IM, k),
             self._masked(self.oa.D, i - 1, k - 1, DM, k),
-            NEG_INF if self.profile.transition(BM, k) == 0.0 else self.oa.specials[i - 1, B],
+            NEG_INF if transition(self.profile, BM, k) == 0.0 else self.oa.specials[i - 1, B],
         ]
         best = 0
         for index in range(1, 4):
@@ -137,7 +138,7 @@ class _Chooser:
     def posterior(self, state, previous, k, i):
         """`get_postprob`: M and I their cell's posterior, N/C/J their row's when looping."""
         if state in "MI":
-            return self.profile.cell(self.pp.M if state == "M" else self.pp.I, i, k)
+            return cell(self.profile, self.pp.M if state == "M" else self.pp.I, i, k)
         if state in LOOPING and state == previous:
             return {"N": self.pp.N, "C": self.pp.C, "J": self.pp.J}[state][i]
         return ZERO

@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from gpuhmm.stages.tail.profile import F32, special_transitions
+from gpuhmm.stages.tail.profile import F32
 from gpuhmm.stages.tail.scores import FLOGSUM_SCALE, flogsum_table, log_length, null_one, reportable
 
 from .domaindef import define_domains
 from .fwdback import backward, forward
+from .oprofile import special_transitions
 from .records import domain_flags, hit_flags, hit_record
 from .stotrace import FastRandomness, kahan_sum
 

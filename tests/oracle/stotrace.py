@@ -19,6 +19,7 @@ import numpy as np
 from gpuhmm.stages.tail.profile import BM, DD, DM, F32, II, IM, MD, MI, MM
 
 from .fwdback import SCALE, B, C, E, J, N
+from .oprofile import cell, transition
 from .trace import traced_back
 
 _MASK32 = 0xFFFFFFFF
@@ -101,26 +102,26 @@ class _Sampler:
     def m(self, i, k):
         f = self.fwd
         path = [
-            self.x[i - 1, B] * self.profile.transition(BM, k),
-            self.profile.cell(f.M, i - 1, k - 1) * self.profile.transition(MM, k),
-            self.profile.cell(f.I, i - 1, k - 1) * self.profile.transition(IM, k),
-            self.profile.cell(f.D, i - 1, k - 1) * self.profile.transition(DM, k),
+            self.x[i - 1, B] * transition(self.profile, BM, k),
+            cell(self.profile, f.M, i - 1, k - 1) * transition(self.profile, MM, k),
+            cell(self.profile, f.I, i - 1, k - 1) * transition(self.profile, IM, k),
+            cell(self.profile, f.D, i - 1, k - 1) * transition(self.profile, DM, k),
         ]
         return self._pick(path, "BMID")
 
     def d(self, i, k):
         f = self.fwd
         path = [
-            self.profile.cell(f.M, i, k - 1) * self.profile.transition(MD, k - 1),
-            self.profile.cell(f.D, i, k - 1) * self.profile.transition(DD, k - 1),
+            cell(self.profile, f.M, i, k - 1) * transition(self.profile, MD, k - 1),
+            cell(self.profile, f.D, i, k - 1) * transition(self.profile, DD, k - 1),
         ]
         return self._pick(path, "MD")
 
     def i(self, i, k):
         f = self.fwd
         path = [
-            self.profile.cell(f.M, i - 1, k) * self.profile.transition(MI, k),
-            self.profile.cell(f.I, i - 1, k) * self.profile.transition(II, k),
+            cell(self.profile, f.M, i - 1, k) * transition(self.profile, MI, k),
+            cell(self.profile, f.I, i - 1, k) * transition(self.profile, II, k),
         ]
         return self._pick(path, "MI")
 

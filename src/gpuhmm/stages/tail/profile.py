@@ -1,17 +1,14 @@
 """HMMER 3.4's striped float parameters (`P7_OPROFILE`, `impl_sse/p7_oprofile.c`) as every stage
-after the Forward filter reads them, and the special-state transitions the tail sets itself.
+after the Forward filter reads them.
 
-* `StripedProfile`: `rfv` (match emission odds ratios) and `tfv` (transition probabilities) in
-  HMMER's striped layout: Q = max(2, ⌈M/4⌉) vectors of 4 float32 lanes, node k = z·Q + q + 1 in
-  lane z of vector q, and lanes past node M zero (`fb_conversion`). BM, MM, IM and DM are the
-  transitions *into* the lane's node (zero for MM, IM, DM of node 1); MD, MI, II and DD lead *out*
-  of it (zero at node M). They are read from the `.h3p` bytes through
-  `stages.fwdfilter.ForwardProfile`, whose node-order arrays keep those zeros.
-* `special_transitions`: `xf`, the E, N, J, C moves and loops, as
-  `p7_oprofile_ReconfigMultihit`/`p7_oprofile_ReconfigUnihit` set them for the full target length
-  L (`p7_oprofile_ReconfigRestLength`: pmove = (2 + nj)/(L + 2 + nj) in float32, that association).
-  The configured profile's own `xf` is not used: `expf(-ln 2)` is exactly 0.5 with glibc, so the
-  first target's multihit E moves equal ReconfigMultihit's.
+`StripedProfile`: `rfv` (match emission odds ratios) and `tfv` (transition probabilities) in
+HMMER's striped layout: Q = max(2, ⌈M/4⌉) vectors of 4 float32 lanes, node k = z·Q + q + 1 in
+lane z of vector q, and lanes past node M zero (`fb_conversion`). BM, MM, IM and DM are the
+transitions *into* the lane's node (zero for MM, IM, DM of node 1); MD, MI, II and DD lead *out*
+of it (zero at node M). They are read from the `.h3p` bytes through
+`stages.fwdfilter.ForwardProfile`, whose node-order arrays keep those zeros. The kernels set the
+special-state transitions themselves, for each target's length (`reconfigured` in
+`kernels/tail/domaindef.cuh`).
 """
 
 from __future__ import annotations
@@ -118,32 +115,6 @@ class StripedProfile:
             lam=float(F32(parameters[5])),
         )
 
-    def lane(self, k):
-        """(q, z): where node k sits in the striped vectors."""
-        return (k - 1) % self.Q, (k - 1) // self.Q
-
-    def emission(self, x, k):
-        """`p7_oprofile_FGetEmission`: the match emission odds ratio of residue x at node k."""
-        return self.emissions[(x, *self.lane(k))]
-
-    def transition(self, kind, k):
-        """Transition `kind` of node k; 0 for k = 0, what HMMER's zero-filling shifts bring in."""
-        return self.transitions[(kind, *self.lane(k))] if k > 0 else F32(0.0)
-
-    def cell(self, rows, i, k):
-        """Node k's cell in row i of striped DP `rows`; 0 for k = 0, as the shifts bring in."""
-        return rows[(i, *self.lane(k))] if k > 0 else F32(0.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecialTransitions:
-    """`om->xf` as float32: E → C (`e_move`), E → J (`e_loop`), and the N, J, C moves and loops."""
-
-    e_move: np.float32
-    e_loop: np.float32
-    move: np.float32  # N, J and C MOVE: pmove
-    loop: np.float32  # N, J and C LOOP: 1 − pmove
-
 
 def _h3p_text(data):
     """The name, accession and description (None where unset) at the head of `.h3p` bytes, as
@@ -159,12 +130,3 @@ def _h3p_text(data):
         else:
             fields.append(None)
     return tuple(fields)
-
-
-def special_transitions(L, multihit):
-    """`p7_oprofile_ReconfigMultihit(om, L)` (E moves ½, nj = 1) or `..._ReconfigUnihit(om, L)`
-    (E → C only, nj = 0)."""
-    nj = F32(1.0) if multihit else F32(0.0)
-    move = (F32(2.0) + nj) / ((F32(L) + F32(2.0)) + nj)
-    e_move, e_loop = (F32(0.5), F32(0.5)) if multihit else (F32(1.0), F32(0.0))
-    return SpecialTransitions(e_move=e_move, e_loop=e_loop, move=move, loop=F32(1.0) - move)

@@ -1,9 +1,9 @@
 """The host side of the hit records the tail's kernel code writes (`kernels/tail/serialize.cuh`):
 HMMER 3.4's `p7_hit_Serialize` buffers, byte for byte what `hits.records.encode_hit` writes.
 
-`NameTable` packs the models' and the targets' names for upload, and `Names` and
-`RecordSettings` mirror the kernel's structs; `records.tophits_of_buffers` makes a pyhmmer
-TopHits of the written records without decoding them.
+`NameTable` packs the models' and the targets' names for upload, and `RecordSettings` mirrors
+the kernel's struct; `records.tophits_of_buffers` makes a pyhmmer TopHits of the written
+records without decoding them.
 """
 
 from __future__ import annotations
@@ -17,15 +17,7 @@ from ...hits.text import sequence_text
 _NAMES = ("name", "accession", "description")
 
 
-# The structs of kernels/tail/serialize.cuh, field for field.
-class Text(ctypes.Structure):
-    _fields_ = [("bytes", ctypes.c_void_p), ("length", ctypes.c_size_t)]
-
-
-class Names(ctypes.Structure):
-    _fields_ = [(f"{owner}_{name}", Text) for owner in ("model", "target") for name in _NAMES]
-
-
+# The struct of kernels/tail/serialize.cuh, field for field.
 class RecordSettings(ctypes.Structure):
     _fields_ = [("inc_by_E", ctypes.c_int), ("use_bit_cutoffs", ctypes.c_int)] + [
         (name, ctypes.c_double) for name in ("T", "incT", "domT", "incdomT")
