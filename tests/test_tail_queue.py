@@ -43,15 +43,15 @@ def test_a_model_the_gpu_cannot_hold_shares_a_task_with_filtered_ones(tmp_path, 
 
 
 def test_a_pair_finished_twice_fails_the_search(tmp_path, queue_engine, monkeypatch):
-    taken = tailqueue.TailQueue._take_for_host
+    """Every group the host finishes is finished again; the engine's handed-back pairs make sure
+    the host finishes one, however the threads and batches interleave."""
+    finish = tailqueue.TailQueue._finish_on_host
 
-    def leaving_it_pending(self):
-        chosen = taken(self)
-        if chosen is not None:
-            chosen[0].handed_back.extend(chosen[1])  # taken, yet still pending: taken again
-        return chosen
+    def finishing_twice(self, job, pairs):
+        finish(self, job, pairs)
+        finish(self, job, pairs)
 
-    monkeypatch.setattr(tailqueue.TailQueue, "_take_for_host", leaving_it_pending)
+    monkeypatch.setattr(tailqueue.TailQueue, "_finish_on_host", finishing_twice)
     with pytest.raises(RuntimeError, match="twice"):
         run_golden(tmp_path, "search", "tiny_proteins", "defaults", *ENGINE)
 
