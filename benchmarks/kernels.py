@@ -146,6 +146,21 @@ def pick_models(hmms, lengths):
     return chosen
 
 
+def time_launch(engine, choice, blocks, models, tjb, sequences, repeats=3):
+    """Median kernel time in seconds over `repeats` launches of `choice`'s stage, after one warm-up."""
+    cuda = engine.xp.cuda
+    with engine._stream():
+        call, _ = engine._prepare(choice, blocks, engine._tables(choice, models), tjb, sequences)
+        call()
+        events = [(cuda.Event(), cuda.Event()) for _ in range(repeats)]
+        for start, stop in events:
+            start.record()
+            call()
+            stop.record()
+        events[-1][1].synchronize()
+        return float(np.median([cuda.get_elapsed_time(a, b) / 1000.0 for a, b in events]))
+
+
 def throughput(engine, hmms, shard, batch, repeats):
     rows = []
     for hmm in hmms:
@@ -154,7 +169,7 @@ def throughput(engine, hmms, shard, batch, repeats):
             choice = tuning.choose(model.M, stage, engine.compute_capability)
             limits = tuning.table_for(engine.compute_capability)[stage]
             blocks = shard.warp_blocks(choice.striping.S, engine.warps(limits["warps_per_sm"]))
-            seconds = engine.time_launch(choice, blocks, [model] * batch, shard.tjb, shard.sequences, repeats)
+            seconds = time_launch(engine, choice, blocks, [model] * batch, shard.tjb, shard.sequences, repeats)
             tcups = batch * model.M * blocks.residues / seconds / 1e12
             rows.append(
                 {

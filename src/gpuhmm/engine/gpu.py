@@ -5,7 +5,8 @@ Kernels are CUDA C++ templates in `kernels/`, specialized at run time through NV
 the lane arithmetic and the table cell width. Each specialization is compiled once per machine
 and kept on disk (`kernelcache`, under `$CUPY_CACHE_DIR`, by default ~/.cache/gpuhmm/kernels),
 keyed by the full source, so a change to a header recompiles. A shard's device data stays
-resident for as long as the host object it was made from lives.
+resident for as long as the host object it was made from lives. The tail's stages run through
+`taildevice`, which takes CuPy from `GpuEngine.xp`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ import numpy as np  # noqa: E402
 from ..stages import biasfilter, fwdfilter, msvfilter, vitlayout  # noqa: E402
 from ..stages.msvlayout import model_tables  # noqa: E402
 from ..stages.tail import launch as tail_launch  # noqa: E402
-from ..stages.tail import schedule as tail_schedule  # noqa: E402
-from . import cudadriver, tuning  # noqa: E402
+from . import cudadriver, taildevice, tuning  # noqa: E402
 from .resident import ResidentCache  # noqa: E402
 
 log = logging.getLogger("gpuhmm")
@@ -78,6 +78,8 @@ def _start_cuda():
 class GpuEngine:
     """Runs the kernels (SSV and the F1 decision, pair-list MSV, bias, Viterbi, Forward, and the
     stages after the Forward filter) on the current CUDA device."""
+
+    xp = cupy  # the array module of the engine's devices (`taildevice`)
 
     def __init__(self, table_capability=None):
         device = cupy.cuda.Device()
@@ -293,19 +295,6 @@ class GpuEngine:
     def ssv(self, choice, blocks, models, sequences):
         return self.msv(choice, blocks, models, None, sequences)
 
-    def time_launch(self, choice, blocks, models, tjb, sequences, repeats=3):
-        """Median kernel time in seconds over `repeats` launches, after one warm-up."""
-        with self._stream():
-            call, _ = self._prepare(choice, blocks, self._tables(choice, models), tjb, sequences)
-            call()
-            events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(repeats)]
-            for start, stop in events:
-                start.record()
-                call()
-                stop.record()
-            events[-1][1].synchronize()
-            return float(np.median([cupy.cuda.get_elapsed_time(a, b) / 1000.0 for a, b in events]))
-
     def f1_sieve(self, groups, shard):
         """SSV over the warp blocks, then the F1 decision beside its output (f1.cu), for `groups`
         of (choice, blocks, models, thresholds): flat indices (model · sequences + sequence, the
@@ -367,18 +356,9 @@ class GpuEngine:
             return [cupy.asnumpy(x_j) for _, x_j in prepared]
 
     def tail(self, batch, timing=None, longest=None):
-        """The stages after the Forward filter (kernels/tail/tail.cu) for a `stages.tail.launch.TailBatch`:
-        `stages.tail.schedule.run`'s outputs. `timing`, a dict, gains each stage's kernel seconds;
-        `longest`, a dict, keeps each stage's longest item in seconds."""
+        """The stages after the Forward filter for a `stages.tail.launch.TailBatch` (`taildevice.run`)."""
         with self._tail_slots, self._stream():
-            device = _TailDevice(self, clocked=longest is not None)
-            budget = min(tail_launch.ARENA_BUDGET, self.memory_bytes // (tail_launch.CALLS_AT_ONCE + 1))
-            outputs = tail_schedule.run(batch, device, budget)
-            if timing is not None:
-                device.add_times(timing)
-            if longest is not None:
-                device.keep_longest(longest)
-            return outputs
+            return taildevice.run(self, batch, timing, longest)
 
     def resident(self, array):
         """A host array kept on the device for as long as the host array lives."""
@@ -517,91 +497,3 @@ class GpuEngine:
             event.synchronize()
         if timing is not None and finished:
             timing.append(max(cupy.cuda.get_elapsed_time(ready, event) for event in finished) / 1000.0)
-
-
-class _TailDevice:
-    """`stages.tail.schedule.run`'s device on the GPU: CuPy arrays on the caller's stream, one
-    launch per stage call, `tail_launch.THREADS_PER_ITEM` threads per item. Transfers go through
-    pinned memory, asynchronous on the stream, so that a read waits for this stream alone and
-    other threads' copies and kernels run on meanwhile."""
-
-    KERNELS = tuple(
-        f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize", "traces", "clusters")
-    )
-    THREADS = 64
-    xp = cupy
-
-    def __init__(self, engine, clocked=False):
-        self.engine, self.events, self.kept = engine, [], []
-        self.waited = 0.0  # seconds the host waited for the stream in `fetch`
-        # Clocked: each kernel's longest item in ns, by stage (tail.cu's item clocks).
-        self.item_clocks = cupy.zeros(8 * len(self.KERNELS), np.uint8) if clocked else None
-
-    def put(self, array):
-        array = np.ascontiguousarray(array)
-        staged = _pinned(array.shape, array.dtype)
-        staged[...] = array
-        out = cupy.empty(array.shape, array.dtype)
-        if array.nbytes:
-            out.data.copy_from_host_async(staged.ctypes.data, array.nbytes, cupy.cuda.get_current_stream())
-        self.kept.append(staged)  # pinned until the stream has passed the copy: the run ends with a read
-        return out
-
-    def fetch(self, arrays):
-        """Device arrays to pinned host arrays, after one wait for this stream."""
-        stream, hosts = cupy.cuda.get_current_stream(), []
-        for array in arrays:
-            array = cupy.ascontiguousarray(array)
-            hosts.append(_pinned(array.shape, array.dtype))
-            if array.nbytes:
-                array.data.copy_to_host_async(hosts[-1].ctypes.data, array.nbytes, stream)
-        started = time.perf_counter()
-        stream.synchronize()
-        self.waited += time.perf_counter() - started
-        return hosts
-
-    def resident(self, array):
-        return self.engine.resident(array)
-
-    @staticmethod
-    def empty(nbytes):
-        return cupy.empty(nbytes, dtype=np.uint8)
-
-    @staticmethod
-    def address(array):
-        return array.data.ptr
-
-    def launch(self, stage, count, struct):
-        kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
-        pointer = self.put(np.frombuffer(struct, dtype=np.uint8))
-        spread = tail_launch.THREADS_PER_ITEM[stage]
-        started, stopped = cupy.cuda.Event(), cupy.cuda.Event()
-        started.record()
-        kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread)))
-        stopped.record()
-        self.kept.append(pointer)
-        self.events.append((stage, started, stopped))
-
-    def add_times(self, timing):
-        """Adds each stage's kernel seconds, and the host's wait for them (`wait`), to the dict `timing`."""
-        timing["wait"] = timing.get("wait", 0.0) + self.waited
-        for stage, started, stopped in self.events:
-            stopped.synchronize()
-            name = self.KERNELS[stage].split("_")[-1]
-            timing[name] = timing.get(name, 0.0) + cupy.cuda.get_elapsed_time(started, stopped) / 1e3
-
-    def keep_longest(self, longest):
-        """Keeps in the dict `longest` each stage's longest item in seconds, this run's or its own."""
-        for stage, ns in enumerate(self.item_clocks.view(np.uint64).get()):
-            name = self.KERNELS[stage].split("_")[-1]
-            longest[name] = max(longest.get(name, 0.0), int(ns) / 1e9)
-
-
-def _pinned(shape, dtype):
-    """A host array in page-locked memory from CuPy's pool, which it holds while it lives."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    if not count:
-        return np.empty(shape, dtype)
-    memory = cupy.cuda.alloc_pinned_memory(count * dtype.itemsize)
-    return np.frombuffer(memory, dtype, count).reshape(shape)
