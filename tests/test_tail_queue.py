@@ -6,6 +6,9 @@ a queue that finishes a pair twice, or loses one, fails the search."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+import types
 
 import numpy as np
 import pytest
@@ -91,3 +94,28 @@ def test_the_gpu_takes_what_it_finishes_before_the_threads_would():
     taken = costs[:count].sum()
     imbalance = latency + taken / gpu - (costs.sum() - taken) / (threads * host)
     assert abs(imbalance) <= costs[count] / gpu + costs[count] / (threads * host)
+
+
+def test_a_feeder_takes_the_jobs_that_join_together_in_one_batch(monkeypatch):
+    """A second job joins while the feeder waits for the queue to settle: the batch holds both."""
+    monkeypatch.setattr(tailqueue, "GATHER_SECONDS", 0.5)
+    monkeypatch.setattr(tailqueue, "GATHER_LIMIT", 5.0)
+    queue = tailqueue.TailQueue(None, None, 16, feeders=0)
+
+    def join(pairs):
+        job = types.SimpleNamespace(
+            lo=0, hi=pairs, error=None, key=(), cost=np.full(pairs, 1e6), order=np.arange(pairs), in_flight=0
+        )
+        with queue._changed:
+            queue._jobs.append(job)
+            queue._joined = time.perf_counter()
+            queue._changed.notify_all()
+        return job
+
+    first = join(1000)
+    second = []
+    threading.Timer(0.05, lambda: second.append(join(1000))).start()
+    with queue._changed:
+        taken = queue._next_batch()
+    assert [job for job, _ in taken] == [first, *second] and len(second) == 1
+    assert all(len(pairs) > 0 for _, pairs in taken)

@@ -180,7 +180,7 @@ class HostTailEngine(ReferenceEngine):
 
 def install_host_tail(monkeypatch, engine):
     """`engine` as every worker's GPU, the tail queue giving it pairs of the tests' small jobs
-    too (no latency, no serial chain) and grouping none on the host."""
+    too (no latency, no serial chain, no wait for jobs to join) and grouping none on the host."""
     from gpuhmm import search
     from gpuhmm.worker import STATE, tailqueue
 
@@ -188,6 +188,7 @@ def install_host_tail(monkeypatch, engine):
     monkeypatch.setattr(STATE, "gpu_engine", engine)
     monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
     monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
+    monkeypatch.setattr(tailqueue, "GATHER_SECONDS", 0.0)
     monkeypatch.setattr(tailqueue, "HOST_GROUP", 1)
     return engine
 

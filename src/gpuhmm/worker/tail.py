@@ -22,6 +22,8 @@ def finish(queue, shard, models, filter_models, outcomes, pipeline, pipeline_key
     FilterOutcomes on `shard` (a worker.shards.ResidentShard); `pipeline` is the thread's pyhmmer
     Pipeline, made from `pipeline_key` (alphabet, arguments)."""
     job = TailJob(shard, models, [f.striped for f in filter_models], outcomes, pipeline_key)
+    for m in np.unique(job.model[job.order]).tolist():  # here, not in the feeder that builds a batch
+        job.settings(m, pipeline)
     queue.finish(job)
     found, gpu_records = [], job.gpu_records()
     for m, model in enumerate(models):

@@ -12,7 +12,9 @@ A GPU batch takes the cheapest pairs while it would still finish before the work
 would finish them and the rest (`_gpu_share`): its time is the GPU's fixed latency plus its cost
 at the GPU's rate, and at least its costliest pair's serial chain; the threads' is the pairs'
 cost at their rate, measured as the queue runs. So a small job stays on the host's cores, and
-the GPU never holds the pairs it would finish last.
+the GPU never holds the pairs it would finish last. A feeder takes its batch once no job has
+joined for a moment, so that tasks whose filters end together share one batch: a batch lasts
+about as long as its longest chain, whatever its size.
 """
 
 from __future__ import annotations
@@ -38,18 +40,23 @@ BATCH_PAIRS = launch.PAIRS_PER_CALL
 #: Pairs of one job and model a host thread finishes in one pyhmmer search at most: a search
 #: configures its profile once, which for a long model costs as much as a pair.
 HOST_GROUP = 16
-#: The GPU's rate on the pairs, in target residues × model nodes per second (`benchmarks/tail.py`
-#: on real hits), and one host thread's running pyhmmer's tail before the queue has measured it.
-#: The GPU's is not measured per batch: a batch's time is mostly its longest serial chain and
-#: its wait for the interpreter lock, and a share cut by it starves the GPU (RESULTS.md).
-GPU_COST_RATE, HOST_COST_RATE = 8e8, 2.6e7
+#: The GPU's rate on the pairs, in target residues × model nodes per second (`benchmarks/tail.py`'s
+#: bulk: its pairs but the costliest), and one host thread's running pyhmmer's tail before the
+#: queue has measured it. The GPU's is not measured per batch: a batch's time is mostly its
+#: longest serial chain and its wait for the interpreter lock, and a share cut by it starves the
+#: GPU (RESULTS.md).
+GPU_COST_RATE, HOST_COST_RATE = 2.3e9, 2.6e7
 #: How many seconds of work the host's stated rate counts as, against what the queue measures.
 PRIOR_SECONDS = 1.0
-#: A GPU batch's shortest time (seconds): its launches, transfers and a region's serial chain.
-GPU_LATENCY = 0.3
-#: Seconds per residue × node of one pair's serial chain on the GPU (one thread runs each of its
-#: regions and envelopes): a batch lasts at least this times its costliest pair.
-GPU_CHAIN_SECONDS = 1e-6
+#: A GPU batch's shortest time (seconds): building it, its launches and transfers.
+GPU_LATENCY = 0.1
+#: Seconds per residue × node of one pair's serial chains on the GPU (a lane group, warp or thread
+#: runs each of its stages' items): a batch lasts at least this times its costliest pair.
+GPU_CHAIN_SECONDS = 1.1e-6
+
+#: A feeder that finds pairs pending takes them once no job has joined for GATHER_SECONDS, and at
+#: most GATHER_LIMIT seconds after it found them.
+GATHER_SECONDS, GATHER_LIMIT = 0.005, 0.05
 
 #: The interpreter's switch interval (seconds) while a queue runs, at most: a feeder thread waits
 #: for the interpreter lock after each wait for its stream, and Python's default 5 ms, paid at
@@ -145,6 +152,7 @@ class TailQueue:
         self._changed = threading.Condition()
         self._jobs = []  # the jobs with pairs pending
         self._host = [HOST_COST_RATE * PRIOR_SECONDS, PRIOR_SECONDS]  # [cost, seconds] of one thread, prior first
+        self._joined = 0.0  # when the latest job joined (time.perf_counter)
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_SECONDS))
         for index in range(feeders):
             threading.Thread(target=self._feed, name=f"gpuhmm-tail-feeder-{index}", daemon=True).start()
@@ -155,6 +163,7 @@ class TailQueue:
             return
         with self._changed:
             self._jobs.append(job)
+            self._joined = time.perf_counter()
             self._changed.notify_all()
         while True:
             with self._changed:
@@ -234,14 +243,31 @@ class TailQueue:
             taken = None
             try:
                 with self._changed:
-                    while (taken := self._take_for_gpu()) is None:
-                        self._changed.wait()
+                    taken = self._next_batch()
                 self._finish_on_gpu(taken)
             except Exception as error:  # each job of the batch (or queued) raises it in its own thread
                 with self._changed:
                     for job in [job for job, _ in taken] if taken else self._jobs:
                         job.error = error
                     self._changed.notify_all()
+
+    def _next_batch(self):
+        """(Under the lock.) Waits for pairs the GPU should take and for the jobs that join with
+        them (`GATHER_SECONDS`), then takes them (`_take_for_gpu`)."""
+        found = None  # when this feeder found pairs pending
+        while True:
+            now = time.perf_counter()
+            if any(job.lo < job.hi and job.error is None for job in self._jobs):
+                found = now if found is None else found
+                settle = min(self._joined + GATHER_SECONDS, found + GATHER_LIMIT) - now
+                if settle > 0:
+                    self._changed.wait(settle)
+                    continue
+                taken = self._take_for_gpu()
+                if taken is not None:
+                    return taken
+            found = None
+            self._changed.wait()
 
     def _take_for_gpu(self):
         """[(job, its pairs)]: the cheapest pending pairs of the oldest job's settings, as many
