@@ -28,11 +28,19 @@ __device__ unsigned long long tail_now() {
 
 // Item of this thread when the first `lanes` of an item's `spread` threads work on it together
 // (spread 32 gives each item a warp of its own, so that items of divergent control flow do not
-// serialize each other).
+// serialize each other). Items go out costliest first, a block's slots in order, except that
+// each of the first W blocks (W as many as the SMs) takes one of the W costliest items and fills
+// its other slots from the next ones: those items' serial chains then run apart, instead of
+// side by side in a few blocks that share one SM's cache and issue slots.
 __device__ int tail_lanes_item(int count, int spread, int lanes) {
-    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long item = thread / spread;
-    return thread % spread < lanes && item < count ? (int)item : -1;
+    unsigned sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    const long long per = blockDim.x / spread, slot = threadIdx.x / spread, block = blockIdx.x;
+    const long long apart = gridDim.x < sms ? gridDim.x : sms;
+    const long long item = block >= apart ? block * per + slot
+                           : slot == 0    ? block
+                                          : apart + block * (per - 1) + slot - 1;
+    return threadIdx.x % spread < lanes && item < count ? (int)item : -1;
 }
 
 // run(item) for this thread's item of `count`; where the benchmarks ask for it (t->item_ns), the
@@ -46,9 +54,9 @@ __device__ void tail_run(const gpuhmm_tail::Tail *t, int kernel, int count, int 
     if (t->item_ns) atomicMax(t->item_ns + kernel, tail_now() - started);
 }
 
-// Stage 1: a lane group of 4 threads per pair (spread 4, every thread working).
+// Stage 1: a lane group of 4 threads per pair, the first 4 of its `spread`.
 __global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
-    tail_run(t, PARSE, t->npairs, spread, spread,
+    tail_run(t, PARSE, t->npairs, spread, 4,
              [&](int item) { gpuhmm_tail::parse_pair(t, item, gpuhmm_tail::warp_lane_group()); });
 }
 
