@@ -8,10 +8,14 @@ Run on the GPU machine, from the repository root:
 
 The pairs are the (model, protein) pairs pyhmmer reports a hit for among the models × the
 proteome, each `--copies` times: the shape of the Forward filter's survivors on real proteins.
-The GPU runs them through the tail's stages (`GpuEngine.tail`), `--repeats` times, with each
-stage's kernel time, its longest item's time and the item counts; its hits must equal
-pyhmmer's record for record. The peer is pyhmmer searching exactly those pairs (each model
-against its own hit sequences) with every host thread: its rate is what the GPU replaces.
+The GPU runs them through the tail's stages (`GpuEngine.tail`) in one call, `--repeats` times,
+with each stage's kernel time, its longest item's time and the item counts; once more on the
+bulk (all but the costliest 1 %) and on the costliest pair alone. Then the worker's
+tail queue finishes them as a search does (`worker.tail.finish`), `--repeats` times: one task
+per host thread, the GPU's feeders taking the pairs the GPU finishes sooner and the tasks'
+threads, with pyhmmer, the most expensive ones. Both ways, the hits must equal pyhmmer's record
+for record. The peer is pyhmmer searching exactly those pairs (each model against its own hit
+sequences) with every host thread: its rate is what the GPU replaces.
 
 Writes benchmarks/results/tail-<gpu>.json.
 """
@@ -24,7 +28,9 @@ import datetime
 import json
 import shlex
 import sys
+import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,11 +38,15 @@ import numpy as np
 import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpuhmm.db.database import read_shards  # noqa: E402
 from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
 from gpuhmm.hits import records  # noqa: E402
-from gpuhmm.stages import vitfilter
+from gpuhmm.stages import vitfilter  # noqa: E402
 from gpuhmm.stages.tail import launch, readback, scores, serialized  # noqa: E402
 from gpuhmm.stages.tail.profile import StripedProfile  # noqa: E402
+from gpuhmm.worker import tail as worker_tail  # noqa: E402
+from gpuhmm.worker.shards import ResidentShard  # noqa: E402
+from gpuhmm.worker.tailqueue import TailQueue  # noqa: E402
 
 from endtoend import default_threads, gpu_name, gpu_tag, open_models  # noqa: E402
 
@@ -54,6 +64,61 @@ def _hits(tophits):
         )
         for hit in decoded
     ]
+
+
+def queue_run(queue, pipelines, shard, hmms, profiles, pairs, pipeline_key, tasks):
+    """(seconds, each model's TopHits, the tasks' stats summed, pairs the GPU finished): `pairs`
+    (model, block position) finished through the worker's tail `queue` by `tasks` tasks, the
+    models dealt round-robin, each on a thread of its own that waits for its job as a search's
+    does; `pipelines(alphabet, arguments)` is the calling thread's pyhmmer Pipeline."""
+    survivors = [[] for _ in hmms]
+    for m, s in pairs:
+        survivors[m].append(s)
+    outcomes = []
+    for m in range(len(hmms)):
+        positions = np.sort(np.array(survivors[m], np.int64))
+        null1 = np.array([scores.null_one(int(n)) for n in shard.lengths(positions)], np.float32)
+        unscored = np.zeros(len(positions), bool)
+        outcomes.append(
+            types.SimpleNamespace(survivors=positions, survivor_filter_scores=null1, survivor_unscored=unscored)
+        )
+    found, stats, lock = [None] * len(hmms), {"pairs_on_gpu": 0}, threading.Lock()
+
+    def task(first):
+        models = range(first, len(hmms), tasks)
+        striped = [types.SimpleNamespace(striped=profiles[m]) for m in models]
+        hits, job_stats = worker_tail.finish(
+            queue,
+            shard,
+            [hmms[m] for m in models],
+            striped,
+            [outcomes[m] for m in models],
+            pipelines(*pipeline_key),
+            pipeline_key,
+        )
+        with lock:
+            for m, (tophits, on_gpu, _) in zip(models, hits):
+                found[m] = tophits
+                stats["pairs_on_gpu"] += on_gpu
+            for name, value in job_stats.items():
+                stats[name] = stats.get(name, 0) + value
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(tasks) as pool:
+        list(pool.map(task, range(tasks)))
+    return time.perf_counter() - started, found, stats
+
+
+class _Pipelines:
+    """Each thread's pyhmmer Pipeline, as a worker keeps them (`WorkerState.pipeline`)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __call__(self, alphabet, arguments):
+        if not hasattr(self._local, "pipeline"):
+            self._local.pipeline = pyhmmer.plan7.Pipeline(alphabet, **arguments)
+        return self._local.pipeline
 
 
 def main():
@@ -123,18 +188,45 @@ def main():
             )
         )
         print(json.dumps(runs[-1]), flush=True)
+    # The bulk: the pairs but the costliest 1 %, whose rate the queue's GPU_COST_RATE states.
+    cost = lengths[pair_sequence] * np.array([h.M for h in hmms])[pair_model]
+    bulk = np.sort(np.argsort(cost, kind="stable")[: len(pairs) - len(pairs) // 100])
+    bulk_batch = launch.TailBatch.build(
+        pack, sequences, pair_model[bulk], pair_sequence[bulk], null1[bulk], settings, 42
+    )
+    started = time.perf_counter()
+    engine.tail(bulk_batch)
+    bulk_s = time.perf_counter() - started
+    # The costliest pair alone: each stage's serial chain with the GPU to itself.
+    costliest = [int(np.argmax(cost))]
+    alone = launch.TailBatch.build(
+        pack, sequences, pair_model[costliest], pair_sequence[costliest], null1[costliest], settings, 42
+    )
+    alone_s = {}
+    engine.tail(alone, alone_s)
+    pipelines = _Pipelines()
+    queue = TailQueue(engine, pipelines, args.threads)
+    shard = ResidentShard(read_shards(args.proteome, "amino", 1)[1][0], alphabet)
+    pipeline_key = (alphabet, dict(options, seed=42, F3=1e-5, null2=True))
+    queued = []
+    for _ in range(args.repeats):
+        seconds, by_queue, stats = queue_run(queue, pipelines, shard, hmms, profiles, pairs, pipeline_key, args.threads)
+        queued.append(dict(seconds=round(seconds, 3), **{k: round(v, 3) for k, v in sorted(stats.items())}))
+        print(json.dumps(queued[-1]), flush=True)
     results = [
         r for batch, output in zip(batches, outputs) for r in zip(batch.pairs, readback.read_back(batch, output))
     ]
     statuses = np.bincount([status for _, (status, _, _) in results], minlength=4).tolist()
     mine = {(int(p["model"]), int(p["sequence"])): record for p, (_, _, record) in results}
-    identical = True
+    identical = queue_identical = True
     for m, hmm in enumerate(hmms):
         ours = [mine[m, s] for model, s in pairs if model == m and mine.get((m, s)) is not None]
         rebuilt = records.tophits_of_buffers(hmm, ours, settings[m])
         identical &= _hits(rebuilt) == _hits(peer[m])
-    cells = int((lengths[pair_sequence] * np.array([h.M for h in hmms])[pair_model]).sum())
+        queue_identical &= sorted(_hits(by_queue[m]), key=repr) == sorted(_hits(peer[m]), key=repr)
+    cells = int(cost.sum())
     best = min(run["seconds"] for run in runs)
+    queue_best = min(run["seconds"] for run in queued)
     fastest = min(runs, key=lambda run: run["seconds"])
     result = {
         "benchmark": "tail",
@@ -150,10 +242,25 @@ def main():
         "longest_item_s": fastest["longest_item_s"],
         "items": fastest["items"],
         "gpu_pairs_per_s": round(len(pairs) / best, 1),
+        "bulk": dict(
+            pairs=len(bulk),
+            cells=int(cost[bulk].sum()),
+            seconds=round(bulk_s, 3),
+            cells_per_s=int(cost[bulk].sum() / bulk_s),
+        ),
+        "costliest_alone": dict(
+            M=int(hmms[pair_model[costliest[0]]].M),
+            L=int(lengths[pair_sequence[costliest[0]]]),
+            kernel_s={k: round(v, 4) for k, v in alone_s.items()},
+        ),
+        "queue_runs": queued,
+        "queue_threads": args.threads,
+        "queue_pairs_per_s": round(len(pairs) / queue_best, 1),
         "peer_threads": args.threads,
         "peer_s": round(peer_s, 3),
         "peer_pairs_per_s": round(len(pairs) / peer_s, 1),
         "hits_identical": bool(identical),
+        "queue_hits_identical": bool(queue_identical),
     }
     out_path = args.out or Path(__file__).parent / "results" / f"tail-{gpu_tag(result['gpu'])}.json"
     out_path.write_text(json.dumps(result, indent=2) + "\n")
