@@ -276,12 +276,13 @@ ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once, from the threads of a worker that share it.
 CALLS_AT_ONCE = 4
 #: Threads per item of each kernel (parse, regions, envelopes, assemble, serialize, traces,
-#: clusters): a lane group per pair for the parsers; otherwise the first thread works, and the
-#: regions' Forward, traces and clustering get a warp each so that their divergent serial code
-#: does not serialize a warp (its first 4 threads run the regions' Forward as a lane group; all
-#: 32 the traces' null2 sums and the link tests); an envelope gets 8, its first 4 a lane group,
-#: which packs 4 envelopes of similar sizes in a warp.
-THREADS_PER_ITEM = (4, 32, 8, 1, 1, 32, 32)
+#: clusters). A pair's parsers and an envelope get 16, the first 4 a lane group: fewer items
+#: share an SM, so each keeps more of its cache, which their serial chains read at every step
+#: (`benchmarks/tail.py`). The regions' Forward, traces and clustering get a warp each so that
+#: their divergent serial code does not serialize a warp (its first 4 threads run the regions'
+#: Forward as a lane group; all 32 the traces' null2 sums and the link tests); otherwise the
+#: first thread works.
+THREADS_PER_ITEM = (16, 32, 16, 1, 1, 32, 32)
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 
