@@ -50,7 +50,7 @@ class _Run:
 
     def __init__(self, batch, device):
         self.device, self.xp, self.arrays, self.struct = device, device.xp, {}, launch.Tail()
-        npairs = len(batch.pairs)
+        npairs = self.npairs = len(batch.pairs)
         L, M = batch.pair_lengths(), batch.nodes()
         self.put(**batch.inputs())
         self.put(models=batch.models.table([device.address(device.resident(p)) for p in batch.models.pieces]))
@@ -132,29 +132,40 @@ _KERNELS = {REGIONS: (REGIONS, TRACES, CLUSTERS), ENVELOPES: (ENVELOPES,)}
 
 
 def run(batch, device, budget):
-    """Every pair of `batch` through the five stages; `budget` bounds one launch's arena bytes.
-    Returns on the host each pair's `status` and `hits` (HIT_DTYPE), the serialized `records`
-    (pair p's at record_offsets[p] .. record_offsets[p + 1], empty where it has no hit), and the
-    stages' item counts (`items`)."""
-    xp, npairs = device.xp, len(batch.pairs)
+    """Every pair of `batch` through the five stages, each a function named as its kernels are
+    (tail.cu); `budget` bounds one launch's arena bytes. Returns on the host each pair's `status`
+    and `hits` (HIT_DTYPE), the serialized `records` (pair p's at record_offsets[p] ..
+    record_offsets[p + 1], empty where it has no hit), and the stages' item counts (`items`)."""
     tail = _Run(batch, device)
-    tail.launch(PARSE, npairs)
-    regions = _regions(tail)
-    nfound, nmulti = regions.nfound, regions.nmulti
+    tail.launch(PARSE, tail.npairs)
+    regions = _regions(tail, budget)
+    envelopes = _envelopes(tail, regions, budget)
+    _assemble(tail, regions, envelopes)
+    items = dict(pairs=tail.npairs, regions=regions.nfound, clustered=regions.nmulti, envelopes=envelopes.n)
+    return dict(_serialize(tail), items=items)
 
-    # Stage 2: the multi-domain regions, longest first (`sampled` has a row at least, for indexing).
-    sampled = xp.zeros((max(1, nmulti), _EACH_REGION), np.int32)
-    region_status = xp.zeros(nmulti, np.int32)
-    if nmulti:
-        outputs = dict(region_status=(region_status, 1), region_envelopes=(sampled.reshape(-1), _EACH_REGION))
+
+def _regions(tail, budget):
+    """Stage 2: the regions stage 1 found (`_found_regions`), and for the multi-domain ones,
+    longest first, their Forward matrices, traces and clustering: each one's `status` and its
+    `sampled` envelopes (a row at least, for indexing)."""
+    xp, regions = tail.xp, _found_regions(tail)
+    regions.sampled = xp.zeros((max(1, regions.nmulti), _EACH_REGION), np.int32)
+    regions.status = xp.zeros(regions.nmulti, np.int32)
+    if regions.nmulti:
+        outputs = dict(region_status=(regions.status, 1), region_envelopes=(regions.sampled.reshape(-1), _EACH_REGION))
         tail.in_launches(REGIONS, regions.tasks, regions.sizes, regions.bytes, budget, outputs)
+    return regions
 
-    # Stage 3: every envelope, launched largest first.
-    envelopes = _envelopes(tail, regions, sampled)
-    n = len(envelopes.tasks)
-    tail.place("text", device.empty(max(1, envelopes.text_bytes)))
+
+def _envelopes(tail, regions, budget):
+    """Stage 3: every envelope (`_envelope_tasks`) rescored, launched largest first; `rescored`
+    in envelope order."""
+    xp, envelopes = tail.xp, _envelope_tasks(tail, regions)
+    n = envelopes.n = len(envelopes.tasks)
+    tail.place("text", tail.device.empty(max(1, envelopes.text_bytes)))
     size = launch.RESCORED_DTYPE.itemsize
-    rescored = xp.zeros((n, size), np.uint8)
+    envelopes.rescored = xp.zeros((n, size), np.uint8)
     if n:
         by_size = envelopes.tasks[envelopes.largest]
         by_size[:, 3] = xp.cumsum(by_size[:, 4]) - by_size[:, 4]
@@ -162,13 +173,17 @@ def run(batch, device, budget):
         tail.in_launches(
             ENVELOPES, by_size, by_size[:, 4], envelopes.bytes, budget, dict(rescored=(done.reshape(-1), size))
         )
-        rescored[envelopes.largest] = done
+        envelopes.rescored[envelopes.largest] = done
+    return envelopes
 
-    # Stage 4: every pair. The first failing multi-domain region of a pair sends it to pyhmmer.
+
+def _assemble(tail, regions, envelopes):
+    """Stage 4: every pair. The first failing multi-domain region of a pair sends it to pyhmmer."""
+    xp, npairs, nfound = tail.xp, tail.npairs, regions.nfound
     verdict = xp.zeros(npairs, np.int32)
-    if nmulti:
+    if regions.nmulti:
         row = regions.row
-        status = region_status[xp.maximum(row, 0)]
+        status = regions.status[xp.maximum(row, 0)]
         failing = xp.sort(xp.where((row >= 0) & (status != OK), xp.arange(nfound), nfound))
         failing_pair = xp.where(failing < nfound, regions.pair[xp.minimum(failing, nfound - 1)], npairs)
         first = xp.minimum(xp.searchsorted(failing_pair, xp.arange(npairs)), nfound - 1)
@@ -176,7 +191,7 @@ def run(batch, device, budget):
         verdict = xp.where(fails, status[xp.minimum(failing[first], nfound - 1)], 0).astype(np.int32)
     tail.keep(
         envelope_tasks=envelopes.tasks,
-        rescored=rescored,
+        rescored=envelopes.rescored,
         envelope_first=xp.searchsorted(envelopes.pair, xp.arange(npairs + 1)).astype(np.int32),
         region_verdict=verdict,
         record_bytes=xp.zeros(npairs, np.uint64),
@@ -185,13 +200,16 @@ def run(batch, device, budget):
         tail.place(name, xp.zeros(nbytes, np.uint8))
     tail.launch(ASSEMBLE, npairs)
 
-    # Stage 5: every hit's record, end to end.
+
+def _serialize(tail):
+    """Stage 5: every hit's record, end to end; the outputs on the host."""
+    xp = tail.xp
     record_bytes = tail.view("record_bytes", np.uint64).astype(np.int64)
     record_ends = xp.cumsum(record_bytes)
     (total,) = tail.fetch(record_ends[-1:])
     tail.keep(record_offsets=(record_ends - record_bytes).astype(np.uint64))
-    tail.place("records", device.empty(max(1, int(total[0]))))
-    tail.launch(SERIALIZE, npairs)
+    tail.place("records", tail.device.empty(max(1, int(total[0]))))
+    tail.launch(SERIALIZE, tail.npairs)
     status, hits, records, ends = tail.fetch(
         tail.arrays["status"], tail.arrays["hits"], tail.arrays["records"], record_ends
     )
@@ -200,11 +218,10 @@ def run(batch, device, budget):
         hits=hits.view(launch.HIT_DTYPE),
         records=records[: int(total[0])],
         record_offsets=np.concatenate([[0], ends]),
-        items=dict(pairs=npairs, regions=nfound, clustered=nmulti, envelopes=n),
     )
 
 
-def _regions(tail):
+def _found_regions(tail):
     """The regions stage 1 found, on the device: `pair` of each in (pair, index) order, the
     slots of that order (`in_order`), each one's `row` of stage 2 (-1: a single-domain region),
     and stage 2's `tasks` (RegionTask rows, longest first) with their arena `sizes` and `bytes`."""
@@ -231,9 +248,9 @@ def _regions(tail):
     )  # fmt: skip
 
 
-def _envelopes(tail, regions, sampled):
+def _envelope_tasks(tail, regions):
     """Every envelope on the device, in pair, region and envelope order: a single-domain region's
-    one, a multi-domain region's as stage 2 `sampled` them. `tasks` (EnvelopeTask rows),
+    one, a multi-domain region's as stage 2 sampled them. `tasks` (EnvelopeTask rows),
     `pair` of each, `largest` (the order by arena size), `bytes` and `text_bytes` in all."""
     xp, nfound, nmulti = tail.xp, regions.nfound, regions.nmulti
     columns = ENVELOPE_TASK_DTYPE.itemsize // 8
@@ -241,6 +258,7 @@ def _envelopes(tail, regions, sampled):
         empty = xp.zeros(0, np.int64)
         return SimpleNamespace(tasks=xp.zeros((0, columns), np.int64), pair=empty, largest=empty, bytes=0, text_bytes=0)
     row = regions.row
+    sampled = regions.sampled
     each = xp.where(row >= 0, sampled[xp.maximum(row, 0), 0], 1)
     ends = xp.cumsum(each.astype(np.int64))
     most = (nfound - nmulti) + MAX_ENVELOPES * nmulti  # every region's envelopes at most
