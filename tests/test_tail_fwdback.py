@@ -21,7 +21,7 @@ from oracle.oprofile import special_transitions
 SHIM = """
 #include <cstring>
 #include "fwdback.cuh"
-using namespace gpuhmm_tail;
+using namespace gpuhmm::tail;
 // Forward then Backward by a lane group: the status, or -1 where the lanes' scores differ.
 extern "C" int tail_fwdback(const Profile *om, const unsigned char *dsq, int L, const SpecialTransitions *xf,
                             Matrix *fwd, Matrix *bck, f4 *rows, float *score) {

@@ -32,7 +32,7 @@ SHIM = r"""
 #include "decoding.cuh"
 #include "null2.cuh"
 #include "optacc.cuh"
-using namespace gpuhmm_tail;
+using namespace gpuhmm::tail;
 
 extern "C" {
 int c_domain_decoding(const SpecialTransitions *xf, const Matrix *fwd, const Matrix *bck, float *btot, float *etot,
@@ -103,7 +103,7 @@ _P = ctypes.c_void_p
 
 
 class Posteriors(ctypes.Structure):
-    """`gpuhmm_tail::Posteriors` over numpy arrays (kept alive in `_keep`)."""
+    """`gpuhmm::tail::Posteriors` over numpy arrays (kept alive in `_keep`)."""
 
     _fields_ = [("L", ctypes.c_int), ("Q", ctypes.c_int)] + [(name, _P) for name in ("M", "I", "N", "J", "C")]
 
@@ -129,7 +129,7 @@ class Posteriors(ctypes.Structure):
 
 
 class Trace(ctypes.Structure):
-    """`gpuhmm_tail::Trace` over numpy arrays."""
+    """`gpuhmm::tail::Trace` over numpy arrays."""
 
     _fields_ = [("n", ctypes.c_int), ("capacity", ctypes.c_int)] + [(name, _P) for name in ("st", "k", "i", "pp")]
 

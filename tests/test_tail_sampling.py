@@ -26,7 +26,7 @@ SHIM = r"""
 #include <cstdlib>
 #include "stotrace.cuh"
 #include "spensemble.cuh"
-using namespace gpuhmm_tail;
+using namespace gpuhmm::tail;
 
 // A sample_trace sink that keeps the sampled path in a Trace.
 struct TraceSink {

@@ -27,7 +27,7 @@ F32 = np.float32
 
 SHIM = """
 #include "serialize.cuh"
-using namespace gpuhmm_tail;
+using namespace gpuhmm::tail;
 extern "C" {
 void pair_names(Names *out, const char *models, const long long *model_offsets, int model, const char *targets,
                 const long long *target_offsets, int target) {

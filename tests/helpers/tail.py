@@ -104,7 +104,7 @@ def striped_profiles(hmms):
 
 SHIM = """
 #include "stages.cuh"
-using namespace gpuhmm_tail;
+using namespace gpuhmm::tail;
 extern "C" void tail_stage(const Tail *t, int stage, int count) {
     for (int item = 0; item < count; item++) {
         if (stage == 0) run_lane_group([&](const LaneGroup &g) { parse_pair(t, item, g); });

@@ -45,7 +45,7 @@ def build(source):
 
 
 class Profile(ctypes.Structure):
-    """`gpuhmm_tail::Profile`; `from_striped` keeps the arrays it points into alive."""
+    """`gpuhmm::tail::Profile`; `from_striped` keeps the arrays it points into alive."""
 
     _fields_ = [
         ("M", ctypes.c_int),
@@ -76,7 +76,7 @@ class Profile(ctypes.Structure):
 
 
 class SpecialTransitions(ctypes.Structure):
-    """`gpuhmm_tail::SpecialTransitions`, from `stages.tail.profile.SpecialTransitions`."""
+    """`gpuhmm::tail::SpecialTransitions`, from `stages.tail.profile.SpecialTransitions`."""
 
     _fields_ = [(name, ctypes.c_float) for name in ("e_move", "e_loop", "move", "loop")]
 
@@ -86,7 +86,7 @@ class SpecialTransitions(ctypes.Structure):
 
 
 class Matrix(ctypes.Structure):
-    """`gpuhmm_tail::Matrix` over numpy arrays: `empty(L, Q, full)` allocates one, `from_reference`
+    """`gpuhmm::tail::Matrix` over numpy arrays: `empty(L, Q, full)` allocates one, `from_reference`
     points at a `reference.fwdback.DPMatrix`, and `specials`, `rows` read it back."""
 
     _fields_ = [

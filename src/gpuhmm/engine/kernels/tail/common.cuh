@@ -33,7 +33,7 @@
 #define TAIL_CONST static const
 #endif
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 #ifdef __CUDACC_RTC__
 typedef unsigned long long tail_size_t;
@@ -212,4 +212,4 @@ TAIL_FN float libm_logf(float x) {
     return (float)y;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

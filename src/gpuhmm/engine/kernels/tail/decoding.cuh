@@ -11,7 +11,7 @@
 #include "common.cuh"
 #include "lanegroup.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 // Infinity of either sign, by bits (no library isinf on both compilers).
 TAIL_FN int decoding_is_inf(float x) { return (float_bits(x) & 0x7fffffffu) == 0x7f800000u; }
@@ -99,4 +99,4 @@ TAIL_FN int decoding(const LaneGroup &g, const SpecialTransitions *xf, const Mat
     return TAIL_OK;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -19,7 +19,7 @@
 #include "spensemble.cuh"
 #include "stotrace.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 TAIL_CONST float RT1 = 0.25f, RT2 = 0.10f, RT3 = 0.20f;  // p7_domaindef_Create's thresholds
 TAIL_CONST int NSAMPLES = 200;
@@ -393,4 +393,4 @@ TAIL_FN int find_regions(const float *btot, const float *etot, const float *mocc
     return nregions;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

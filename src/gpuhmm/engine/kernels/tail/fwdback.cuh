@@ -28,7 +28,7 @@
 #include <cmath>
 #endif
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 TAIL_FN double host_or_device_log(double x) {
 #ifdef __CUDACC__
@@ -308,4 +308,4 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     return TAIL_OK;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -18,7 +18,7 @@
 #include <vector>
 #endif
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 #ifdef __CUDACC__
 struct LaneGroup {
@@ -160,4 +160,4 @@ TAIL_FN float from_right(const LaneGroup &g, float value) {
     return g.z < 3 ? out : 0.0f;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

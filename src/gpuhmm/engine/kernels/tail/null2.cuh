@@ -17,7 +17,7 @@
 #include "decoding.cuh"
 #include "lanegroup.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 // _odds' last part: each degenerate code K+1..Kp−3 gets a float32 sum of its members' odds from 0,
 // over their number; gap, nonresidue and missing data get 1.
@@ -98,4 +98,4 @@ TAIL_FN void null2_of_nodes(const Profile *om, const int *offsets, const float *
     }
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -16,7 +16,7 @@
 #include "lanegroup.cuh"
 #include "trace.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 TAIL_FN float oa_neg_inf() { return bits_float(0xff800000u); }
 
@@ -253,4 +253,4 @@ TAIL_FN int oa_trace(const Profile *om, const SpecialTransitions *xf, const Post
     return TAIL_OK;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -13,7 +13,7 @@
 #pragma once
 #include "domaindef.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 TAIL_CONST double LN2 = 0.69314718055994529;  // eslCONST_LOG2
 TAIL_CONST double LOG_OMEGA = -5.545177444479562;  // log(1/256), the prior of the null2 model
@@ -113,4 +113,4 @@ TAIL_FN void score_hit(const Profile *om, const PairInput *in, const PipelineSet
     }
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -14,7 +14,7 @@
 #pragma once
 #include "pipeline.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 // Bytes before the strings (records.py's _HIT, _DOMAIN and _ALIDISPLAY layouts).
 enum RecordLayout { HIT_FIXED_BYTES = 109, DOMAIN_FIXED_BYTES = 92, ALIDISPLAY_FIXED_BYTES = 45 };
@@ -197,4 +197,4 @@ TAIL_FN tail_size_t write_hit_record(char *out, const Hit *hit, const Domain *do
     return (tail_size_t)(at - out);
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

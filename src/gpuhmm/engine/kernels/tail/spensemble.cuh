@@ -18,7 +18,7 @@
 #include "common.cuh"
 #include "lanegroup.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 // p7_domaindef_Create's clustering parameters (hmmsearch never changes them).
 TAIL_CONST float SPE_MIN_OVERLAP = 0.8f;
@@ -210,4 +210,4 @@ done:
     return status;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

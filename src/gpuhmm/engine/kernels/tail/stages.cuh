@@ -23,7 +23,7 @@
 #include "fwdback.cuh"
 #include "serialize.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 struct Model {
     Profile om;
@@ -344,4 +344,4 @@ TAIL_FN void serialize_pair(const Tail *t, int p) {
                      t->record_settings + task->model);
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

@@ -20,7 +20,7 @@
 #include "common.cuh"
 #include "trace.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 // Easel's fast generator (eslRND_FAST): its seed and its current 32-bit state.
 struct Randomness {
@@ -261,4 +261,4 @@ TAIL_FN int sample_trace(Randomness *r, const StoSampler &s, Sink &sink) {
     return TAIL_OK;
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail

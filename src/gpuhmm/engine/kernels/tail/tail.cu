@@ -46,7 +46,7 @@ __device__ int tail_lanes_item(int count, int spread, int lanes) {
 // run(item) for this thread's item of `count`; where the benchmarks ask for it (t->item_ns), the
 // kernel's longest item so far.
 template <class Run>
-__device__ void tail_run(const gpuhmm_tail::Tail *t, int kernel, int count, int spread, int lanes, Run run) {
+__device__ void tail_run(const gpuhmm::tail::Tail *t, int kernel, int count, int spread, int lanes, Run run) {
     const unsigned long long started = tail_now();
     const int item = tail_lanes_item(count, spread, lanes);
     if (item < 0) return;
@@ -55,37 +55,37 @@ __device__ void tail_run(const gpuhmm_tail::Tail *t, int kernel, int count, int 
 }
 
 // Stage 1: a lane group of 4 threads per pair, the first 4 of its `spread`.
-__global__ void tail_parse(const gpuhmm_tail::Tail *t, int spread) {
+__global__ void tail_parse(const gpuhmm::tail::Tail *t, int spread) {
     tail_run(t, PARSE, t->npairs, spread, 4,
-             [&](int item) { gpuhmm_tail::parse_pair(t, item, gpuhmm_tail::warp_lane_group()); });
+             [&](int item) { gpuhmm::tail::parse_pair(t, item, gpuhmm::tail::warp_lane_group()); });
 }
 
-__global__ void tail_regions(const gpuhmm_tail::Tail *t, int spread) {
+__global__ void tail_regions(const gpuhmm::tail::Tail *t, int spread) {
     tail_run(t, REGIONS, t->ntasks, spread, 4,
-             [&](int item) { gpuhmm_tail::region_forward_item(t, item, gpuhmm_tail::warp_lane_group()); });
+             [&](int item) { gpuhmm::tail::region_forward_item(t, item, gpuhmm::tail::warp_lane_group()); });
 }
 
-__global__ void tail_traces(const gpuhmm_tail::Tail *t, int spread) {
+__global__ void tail_traces(const gpuhmm::tail::Tail *t, int spread) {
     tail_run(t, TRACES, t->ntasks, spread, 32,
-             [&](int item) { gpuhmm_tail::region_traces_item(t, item, gpuhmm_tail::this_warp()); });
+             [&](int item) { gpuhmm::tail::region_traces_item(t, item, gpuhmm::tail::this_warp()); });
 }
 
-__global__ void tail_clusters(const gpuhmm_tail::Tail *t, int spread) {
+__global__ void tail_clusters(const gpuhmm::tail::Tail *t, int spread) {
     tail_run(t, CLUSTERS, t->ntasks, spread, 32,
-             [&](int item) { gpuhmm_tail::region_envelopes_item(t, item, gpuhmm_tail::this_warp()); });
+             [&](int item) { gpuhmm::tail::region_envelopes_item(t, item, gpuhmm::tail::this_warp()); });
 }
 
-__global__ void tail_envelopes(const gpuhmm_tail::Tail *t, int spread) {
+__global__ void tail_envelopes(const gpuhmm::tail::Tail *t, int spread) {
     tail_run(t, ENVELOPES, t->ntasks, spread, 4,
-             [&](int item) { gpuhmm_tail::rescore_envelope(t, item, gpuhmm_tail::warp_lane_group()); });
+             [&](int item) { gpuhmm::tail::rescore_envelope(t, item, gpuhmm::tail::warp_lane_group()); });
 }
 
-__global__ void tail_assemble(const gpuhmm_tail::Tail *t, int spread) {
-    tail_run(t, ASSEMBLE, t->npairs, spread, 1, [&](int item) { gpuhmm_tail::assemble_pair(t, item); });
+__global__ void tail_assemble(const gpuhmm::tail::Tail *t, int spread) {
+    tail_run(t, ASSEMBLE, t->npairs, spread, 1, [&](int item) { gpuhmm::tail::assemble_pair(t, item); });
 }
 
-__global__ void tail_serialize(const gpuhmm_tail::Tail *t, int spread) {
-    tail_run(t, SERIALIZE, t->npairs, spread, 1, [&](int item) { gpuhmm_tail::serialize_pair(t, item); });
+__global__ void tail_serialize(const gpuhmm::tail::Tail *t, int spread) {
+    tail_run(t, SERIALIZE, t->npairs, spread, 1, [&](int item) { gpuhmm::tail::serialize_pair(t, item); });
 }
 
 }  // namespace gpuhmm

@@ -6,7 +6,7 @@
 #pragma once
 #include "common.cuh"
 
-namespace gpuhmm_tail {
+namespace gpuhmm::tail {
 
 struct Trace {
     int n, capacity;
@@ -75,4 +75,4 @@ TAIL_FN void trace_reverse(Trace *tr) {
     }
 }
 
-}  // namespace gpuhmm_tail
+}  // namespace gpuhmm::tail
