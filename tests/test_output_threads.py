@@ -87,7 +87,7 @@ def assert_hmmsearch_bytes(paths, expected):
 @pytest.fixture(params=[1, 3], ids=["1 thread", "3 threads"])
 def threads(request, monkeypatch):
     """Runs of several models each: one run per thread."""
-    monkeypatch.setattr(parallel, "host_threads", lambda: request.param)
+    monkeypatch.setattr(parallel, "available_cpus", lambda: request.param)
     monkeypatch.setattr(parallel, "RUNS_PER_THREAD", 1)
     return request.param
 

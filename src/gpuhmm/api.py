@@ -19,7 +19,8 @@ from pathlib import Path
 from pyhmmer.errors import MissingCutoffs
 
 from . import iterative, jackhmmer_options, local, streamed
-from .cluster import available_cpus, start_executor
+from ._host import available_cpus
+from .cluster import start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models, stream
 from .errors import GpuhmmError

@@ -230,7 +230,8 @@ JACKHMMER_OPTIONS = (
 def _jackhmmer(args, command):
     """`jackhmmer`: as `_search`, the cluster and the reading of the database start first; the
     database is split into as many shards as worker threads unless `--db-shards` says."""
-    from .cluster import available_cpus, start_executor
+    from ._host import available_cpus
+    from .cluster import start_executor
     from .jackhmmer_options import DEFAULT_SEARCH, JackhmmerOptions
     from .local import expected_cells
 

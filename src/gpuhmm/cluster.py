@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 
+from ._host import available_cpus
 from .engine import cudadriver
 from .errors import GpuhmmError
 from .local import LocalExecutor, Progress, may_use_gpu
@@ -100,11 +101,6 @@ def _visible_gpus():
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(line.startswith("GPU ") for line in listing.stdout.splitlines()) if listing.returncode == 0 else 0
-
-
-def available_cpus():
-    """The cores this process may run on (a batch job's allocation, not the whole node)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def start_executor(engine, expected_cells=None):

@@ -12,13 +12,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Protocol
 
 from pyhmmer.plan7 import TopHits
 
+from .._host import available_cpus
 from ..hits.underflow import as_printed
 from . import native
 
@@ -42,14 +42,6 @@ class PerQuery(Protocol):
     def epilogue(self) -> bytes: ...
 
 
-def host_threads() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def runs(hits: Sequence[TopHits], count: int) -> list[range]:
     """At most `count` runs of consecutive queries, each with about as many hits as the others
     (a query counts one more than its hits: an empty one still has its part to write)."""
@@ -64,7 +56,7 @@ def runs(hits: Sequence[TopHits], count: int) -> list[range]:
 def write_per_query(outputs: Sequence[tuple[BinaryIO, PerQuery]], hits: Sequence[TopHits]) -> list[TopHits]:
     """Write each (handle, writer) of `outputs` for `hits`, one TopHits per query in order;
     returns the hits as printed (`hits.underflow.as_printed`), which the writers are given."""
-    threads = host_threads()
+    threads = available_cpus()
     printed = [as_printed(found) for found in hits]
     places = [native.located(found) for found in printed]
     weight = sum(len(found) + 1 for found in printed)
