@@ -2,10 +2,10 @@
 // kernels of stages.cuh: parse; regions, traces and clusters (stage 2's three parts); envelopes,
 // assemble, serialize, launched in that order.
 //
-// Thread → data: stage 1 gives each pair a lane group of 4 threads; the other kernels give each
-// item (a pair, a multi-domain region or an envelope; the schedule orders them costliest first)
-// `spread` threads of which the first runs it serially in its own arena, the first 4 as a lane
-// group for the regions' and envelopes' Forward and Backward matrices. The traces and the
+// Thread → data: each item (a pair, a multi-domain region or an envelope; the schedule orders them
+// costliest first) gets `spread` threads (launch.THREADS_PER_ITEM), of which the first runs it
+// serially in its own arena, the first 4 as a lane group for the parsers and the regions' and
+// envelopes' Forward and Backward matrices. The traces and the
 // clusters take a warp a region: lane 0 draws the chain of traces, which is one sequence, and
 // the lanes split the null2 sums between traces and the link tests (32 regions a warp, one a
 // lane, would diverge at every step). Lane width: HMMER's 4 float32 lanes, as loops
@@ -46,7 +46,7 @@ __device__ int tail_lanes_item(int count, int spread, int lanes) {
 // run(item) for this thread's item of `count`; where the benchmarks ask for it (t->item_ns), the
 // kernel's longest item so far.
 template <class Run>
-__device__ void tail_run(const gpuhmm::tail::Tail *t, int kernel, int count, int spread, int lanes, Run run) {
+__device__ void tail_run(const tail::Tail *t, int kernel, int count, int spread, int lanes, Run run) {
     const unsigned long long started = tail_now();
     const int item = tail_lanes_item(count, spread, lanes);
     if (item < 0) return;
@@ -55,37 +55,37 @@ __device__ void tail_run(const gpuhmm::tail::Tail *t, int kernel, int count, int
 }
 
 // Stage 1: a lane group of 4 threads per pair, the first 4 of its `spread`.
-__global__ void tail_parse(const gpuhmm::tail::Tail *t, int spread) {
+__global__ void tail_parse(const tail::Tail *t, int spread) {
     tail_run(t, PARSE, t->npairs, spread, 4,
-             [&](int item) { gpuhmm::tail::parse_pair(t, item, gpuhmm::tail::warp_lane_group()); });
+             [&](int item) { tail::parse_pair(t, item, tail::warp_lane_group()); });
 }
 
-__global__ void tail_regions(const gpuhmm::tail::Tail *t, int spread) {
+__global__ void tail_regions(const tail::Tail *t, int spread) {
     tail_run(t, REGIONS, t->ntasks, spread, 4,
-             [&](int item) { gpuhmm::tail::region_forward_item(t, item, gpuhmm::tail::warp_lane_group()); });
+             [&](int item) { tail::region_forward_item(t, item, tail::warp_lane_group()); });
 }
 
-__global__ void tail_traces(const gpuhmm::tail::Tail *t, int spread) {
+__global__ void tail_traces(const tail::Tail *t, int spread) {
     tail_run(t, TRACES, t->ntasks, spread, 32,
-             [&](int item) { gpuhmm::tail::region_traces_item(t, item, gpuhmm::tail::this_warp()); });
+             [&](int item) { tail::region_traces_item(t, item, tail::this_warp()); });
 }
 
-__global__ void tail_clusters(const gpuhmm::tail::Tail *t, int spread) {
+__global__ void tail_clusters(const tail::Tail *t, int spread) {
     tail_run(t, CLUSTERS, t->ntasks, spread, 32,
-             [&](int item) { gpuhmm::tail::region_envelopes_item(t, item, gpuhmm::tail::this_warp()); });
+             [&](int item) { tail::region_envelopes_item(t, item, tail::this_warp()); });
 }
 
-__global__ void tail_envelopes(const gpuhmm::tail::Tail *t, int spread) {
+__global__ void tail_envelopes(const tail::Tail *t, int spread) {
     tail_run(t, ENVELOPES, t->ntasks, spread, 4,
-             [&](int item) { gpuhmm::tail::rescore_envelope(t, item, gpuhmm::tail::warp_lane_group()); });
+             [&](int item) { tail::rescore_envelope(t, item, tail::warp_lane_group()); });
 }
 
-__global__ void tail_assemble(const gpuhmm::tail::Tail *t, int spread) {
-    tail_run(t, ASSEMBLE, t->npairs, spread, 1, [&](int item) { gpuhmm::tail::assemble_pair(t, item); });
+__global__ void tail_assemble(const tail::Tail *t, int spread) {
+    tail_run(t, ASSEMBLE, t->npairs, spread, 1, [&](int item) { tail::assemble_pair(t, item); });
 }
 
-__global__ void tail_serialize(const gpuhmm::tail::Tail *t, int spread) {
-    tail_run(t, SERIALIZE, t->npairs, spread, 1, [&](int item) { gpuhmm::tail::serialize_pair(t, item); });
+__global__ void tail_serialize(const tail::Tail *t, int spread) {
+    tail_run(t, SERIALIZE, t->npairs, spread, 1, [&](int item) { tail::serialize_pair(t, item); });
 }
 
 }  // namespace gpuhmm
