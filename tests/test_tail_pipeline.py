@@ -84,3 +84,19 @@ def test_arenas_over_the_budget_split_the_launches_alone(tail_cases):
     for stage, count in zip(stages, (clustered, clustered, clustered, envelopes)):
         assert [n for s, n in whole.launched if s == stage] == [count]
         assert [n for s, n in split.launched if s == stage] == [1] * count
+
+
+@pytest.mark.parametrize("group", [1, 3, 4])
+def test_items_go_costliest_first_in_units_of_one_model(group):
+    rng = np.random.default_rng(7)
+    cost, model = rng.integers(1, 50, 103), rng.integers(0, 9, 103)
+    order = schedule._in_units(np, cost, model, group)
+    assert sorted(order.tolist()) == list(range(103))
+    # Each model's items, costliest first (ties in item order), cut `group` at a time.
+    by_model = sorted(range(103), key=lambda item: (model[item], -cost[item], item))
+    units = [order[start : start + group].tolist() for start in range(0, 103, group)]
+    firsts = [unit[0] for unit in units]
+    assert sorted(sum(units, []), key=by_model.index) == by_model
+    assert all(by_model.index(unit[-1]) - by_model.index(unit[0]) == len(unit) - 1 for unit in units)
+    whole = firsts[: 103 // group]
+    assert [cost[item] for item in whole] == sorted((cost[item] for item in whole), reverse=True)

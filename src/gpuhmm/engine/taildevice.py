@@ -78,10 +78,10 @@ class TailDevice:
     def launch(self, stage, count, struct):
         kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
         pointer = self.put(np.frombuffer(struct, dtype=np.uint8))
-        spread = launch.THREADS_PER_ITEM[stage]
+        spread, group = launch.THREADS_PER_ITEM[stage], launch.SAME_MODEL_ITEMS[stage]
         started, stopped = self.xp.cuda.Event(), self.xp.cuda.Event()
         started.record()
-        kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread)))
+        kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread), np.int32(group)))
         stopped.record()
         self.kept.append(pointer)
         self.events.append((stage, started, stopped))

@@ -6,7 +6,8 @@ envelopes, the records' offsets) are ordered, sized and laid out there, with `de
 (CuPy, or numpy for the host build). The host reads back only what sizes the next launch: the
 counts and arena bytes after stages 1 and 2, the records' bytes after stage 4, and at the end
 the pairs' outcomes, each group in one wait. Each stage's items run costliest first (pairs by
-L·M, regions by their residues, which their trace chains follow, envelopes by their arenas),
+L·M, regions by their residues, which their trace chains follow, envelopes by their arenas;
+pairs and envelopes in units of one model's, launch.SAME_MODEL_ITEMS),
 their arenas sized by what they hold (a region's or an envelope's residues, not the target's), in
 as few launches as the arena budget allows. The models' pieces are the device's resident
 copies, uploaded once per model.
@@ -37,6 +38,22 @@ def _chunks(sizes, budget):
         start = stop
 
 
+def _in_units(xp, cost, model, group):
+    """An order of items by `cost` (costliest first) in units of `group` consecutive items (the
+    kernel's launch.SAME_MODEL_ITEMS): each model's items, costliest first, cut `group` at a
+    time (a unit spans two models only where one ends), the units costliest first by their
+    first item; ties keep the items' order, on the host as on the device."""
+    n = len(cost)
+    by_cost = xp.argsort(-cost, kind="stable")
+    order = by_cost[xp.argsort(model[by_cost].astype(np.int64) * n + xp.arange(n))]
+    first = cost[order][::group]
+    if n % group:  # a last, short unit goes last, so that every unit starts at a multiple of `group`
+        first[-1] = first.min() - 1
+    starts = xp.argsort(-first, kind="stable") * group
+    positions = (starts[:, None] + xp.arange(group)).reshape(-1)
+    return order[positions[positions < n]]
+
+
 def _pack(low, high):
     """Two non-negative int32 columns as the int64 of a struct that holds them side by side."""
     return low.astype(np.int64) | (high.astype(np.int64) << 32)
@@ -61,11 +78,12 @@ class _Run:
         self.place("regions", device.empty(self.region_capacity * REGION_DTYPE.itemsize))
         self.put(
             space_offsets=offsets[:-1].astype(np.uint64),
-            pair_order=np.argsort(-L * M, kind="stable").astype(np.int32),  # the costliest parse first
+            pair_order=_in_units(np, L * M, batch.pairs["model"], launch.SAME_MODEL_ITEMS[PARSE]).astype(np.int32),
             state=np.zeros(npairs, launch.STATE_DTYPE),
             nfound=np.zeros(1, np.int32),
             nodes=M,
             lines=batch.lines(),
+            pair_model=batch.pairs["model"],
         )
         self.place("item_ns", device.item_clocks)
         s = self.struct
@@ -278,7 +296,8 @@ def _envelope_tasks(tail, regions):
     tasks = xp.zeros((most, columns), np.int64)  # pair | region << 32, i | j << 32, clustered, ...
     tasks[:, 0], tasks[:, 1], tasks[:, 2] = _pack(pair, regions.index[owner]), _pack(env_i, env_j), from_stage_2
     tasks[:, 4], tasks[:, 5], tasks[:, 6] = arena, text_ends - text, text
-    largest = xp.argsort(xp.where(real, -arena, 1))
     counts = xp.stack([ends[-1], arena.sum(), text_ends[-1]])
     n, total, text_total = (int(v) for v in tail.fetch(counts)[0])
-    return SimpleNamespace(tasks=tasks[:n], pair=pair[:n], largest=largest[:n], bytes=total, text_bytes=text_total)
+    model = tail.view("pair_model", np.int32)[pair[:n]]
+    largest = _in_units(xp, arena[:n], model, launch.SAME_MODEL_ITEMS[ENVELOPES])
+    return SimpleNamespace(tasks=tasks[:n], pair=pair[:n], largest=largest, bytes=total, text_bytes=text_total)
