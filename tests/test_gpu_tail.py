@@ -25,6 +25,16 @@ def engine():
 
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
+    _hits_and_tables_equal_pyhmmer(engine, tail_cases, setting)
+
+
+def test_pairs_parsed_on_a_warp_equal_pyhmmer(engine, tail_cases, monkeypatch):
+    """Every pair through the wide parsers (tail_parse_wide)."""
+    monkeypatch.setattr(launch, "WIDE_PAIR_CELLS", 0)
+    _hits_and_tables_equal_pyhmmer(engine, tail_cases, next(iter(SETTINGS)))
+
+
+def _hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
     models, profiles, residues, offsets, targets, pairs, sequences, chosen = tail_cases
     alphabet = sequences[0].alphabet
     options = dict(Z=len(sequences), bias_filter=False, **SETTINGS[setting])

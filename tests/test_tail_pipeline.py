@@ -86,6 +86,22 @@ def test_arenas_over_the_budget_split_the_launches_alone(tail_cases):
         assert [n for s, n in split.launched if s == stage] == [1] * count
 
 
+def test_pairs_parsed_on_a_warp_give_the_lane_groups_outputs(tail_cases, monkeypatch):
+    """Every pair through the wide parsers (kernels/tail/wide.cuh): the same bytes as through
+    the lane groups', whose outputs are pyhmmer's; the cases' models span Q < 8 (fewer parts than
+    a warp has) to M ≥ 100 (Forward's early exit)."""
+    batch = _default_batch(tail_cases)
+    nodes = batch.nodes()
+    assert nodes.min() < 29 and nodes.max() >= 100
+    expected = run_batch(batch)
+    monkeypatch.setattr(launch, "WIDE_PAIR_CELLS", 0)
+    device = HostDevice()
+    outputs = schedule.run(batch, device, 1 << 30)
+    assert (schedule.PARSE_WIDE, len(batch.pairs)) in device.launched
+    for name in ("status", "hits", "records", "record_offsets"):
+        assert outputs[name].tobytes() == expected[name].tobytes(), name
+
+
 @pytest.mark.parametrize("group", [1, 3, 4])
 def test_items_go_costliest_first_in_units_of_one_model(group):
     rng = np.random.default_rng(7)

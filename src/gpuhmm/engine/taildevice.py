@@ -32,12 +32,14 @@ class TailDevice:
     copies and kernels run on meanwhile."""
 
     KERNELS = tuple(
-        f"gpuhmm::tail_{s}" for s in ("parse", "regions", "envelopes", "assemble", "serialize", "traces", "clusters")
+        f"gpuhmm::tail_{s}"
+        for s in ("parse", "regions", "envelopes", "assemble", "serialize", "traces", "clusters", "parse_wide")
     )
     THREADS = 64
 
     def __init__(self, engine, clocked=False):
         self.engine, self.xp, self.events, self.kept = engine, engine.xp, [], []
+        self.side, self.beside = None, []  # the stream of kernels launched beside, and their ends
         self.waited = 0.0  # seconds the host waited for the stream in `fetch`
         # Clocked: each kernel's longest item in ns, by stage (tail.cu's item clocks).
         self.item_clocks = self.xp.zeros(8 * len(self.KERNELS), np.uint8) if clocked else None
@@ -75,29 +77,48 @@ class TailDevice:
     def address(array):
         return array.data.ptr
 
-    def launch(self, stage, count, struct):
+    def launch(self, stage, count, struct, beside=False):
+        """Stage `stage`'s kernel over `count` items on the stream; `beside`, on a stream of its
+        own from here on, until `join`."""
+        cuda = self.xp.cuda
         kernel = self.engine._compiled("tail/tail.cu", self.KERNELS[stage], exact=True)
         pointer = self.put(np.frombuffer(struct, dtype=np.uint8))
         spread, group = launch.THREADS_PER_ITEM[stage], launch.SAME_MODEL_ITEMS[stage]
-        started, stopped = self.xp.cuda.Event(), self.xp.cuda.Event()
-        started.record()
-        kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread), np.int32(group)))
-        stopped.record()
+        stream = cuda.get_current_stream()
+        if beside:
+            forked = cuda.Event()
+            forked.record(stream)
+            self.side = stream = self.side or cuda.Stream(non_blocking=True)
+            stream.wait_event(forked)
+        started, stopped = cuda.Event(), cuda.Event()
+        with stream:
+            started.record()
+            kernel((-(-count * spread // self.THREADS),), (self.THREADS,), (pointer, np.int32(spread), np.int32(group)))
+            stopped.record()
         self.kept.append(pointer)
         self.events.append((stage, started, stopped))
+        if beside:
+            self.beside.append(stopped)
+
+    def join(self):
+        """Makes the stream wait for the kernels launched beside it."""
+        main = self.xp.cuda.get_current_stream()
+        for event in self.beside:
+            main.wait_event(event)
+        self.beside.clear()
 
     def add_times(self, timing):
         """Adds each stage's kernel seconds, and the host's wait for them (`wait`), to the dict `timing`."""
         timing["wait"] = timing.get("wait", 0.0) + self.waited
         for stage, started, stopped in self.events:
             stopped.synchronize()
-            name = self.KERNELS[stage].split("_")[-1]
+            name = self.KERNELS[stage].split("tail_")[-1]
             timing[name] = timing.get(name, 0.0) + self.xp.cuda.get_elapsed_time(started, stopped) / 1e3
 
     def keep_longest(self, longest):
         """Keeps in the dict `longest` each stage's longest item in seconds, this run's or its own."""
         for stage, ns in enumerate(self.item_clocks.view(np.uint64).get()):
-            name = self.KERNELS[stage].split("_")[-1]
+            name = self.KERNELS[stage].split("tail_")[-1]
             longest[name] = max(longest.get(name, 0.0), int(ns) / 1e9)
 
     def _pinned(self, shape, dtype):

@@ -7,7 +7,8 @@ envelopes, the records' offsets) are ordered, sized and laid out there, with `de
 counts and arena bytes after stages 1 and 2, the records' bytes after stage 4, and at the end
 the pairs' outcomes, each group in one wait. Each stage's items run costliest first (pairs by
 L·M, regions by their residues, which their trace chains follow, envelopes by their arenas;
-pairs and envelopes in units of one model's, launch.SAME_MODEL_ITEMS),
+pairs and envelopes in units of one model's, launch.SAME_MODEL_ITEMS; the longest pairs
+on a warp each, beside the others),
 their arenas sized by what they hold (a region's or an envelope's residues, not the target's), in
 as few launches as the arena budget allows. The models' pieces are the device's resident
 copies, uploaded once per model.
@@ -23,7 +24,7 @@ from . import launch
 from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, OK, REGION_DTYPE, REGION_TASK_DTYPE
 
 # The kernels, by launch.THREADS_PER_ITEM's index; stage 2 is REGIONS, TRACES then CLUSTERS.
-PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS = range(7)
+PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE = range(8)
 _EACH_REGION = 1 + 2 * MAX_ENVELOPES  # stage 2's output ints per region: the count, then (i, j)
 _LAST = np.iinfo(np.int64).max  # a sort key that puts an unused slot last
 
@@ -54,6 +55,16 @@ def _in_units(xp, cost, model, group):
     return order[positions[positions < n]]
 
 
+def _pair_order(cells, model):
+    """Stage 1's order and how many pairs open it: those of launch.WIDE_PAIR_CELLS striped cells
+    a lane at least, costliest first, then the others in units (`_in_units`)."""
+    wide = cells >= launch.WIDE_PAIR_CELLS
+    first = np.flatnonzero(wide)[np.argsort(-cells[wide], kind="stable")]
+    rest = np.flatnonzero(~wide)
+    rest = rest[_in_units(np, cells[rest], model[rest], launch.SAME_MODEL_ITEMS[PARSE])]
+    return np.concatenate([first, rest]).astype(np.int32), len(first)
+
+
 def _pack(low, high):
     """Two non-negative int32 columns as the int64 of a struct that holds them side by side."""
     return low.astype(np.int64) | (high.astype(np.int64) << 32)
@@ -72,13 +83,14 @@ class _Run:
         self.put(**batch.inputs())
         self.put(models=batch.models.table([device.address(device.resident(p)) for p in batch.models.pieces]))
         offsets = np.concatenate([[0], np.cumsum(launch.space_bytes(L, M))])
+        pair_order, self.nwide = _pair_order(L * np.maximum(2, -(-M // 4)), batch.pairs["model"])
         # A region spans 2 residues at least; the kernel fails a pair whose regions do not fit.
         self.region_capacity = int(min((L // 2 + 1).sum(), np.iinfo(np.int32).max // REGION_DTYPE.itemsize))
         self.place("space", device.empty(int(offsets[-1])))
         self.place("regions", device.empty(self.region_capacity * REGION_DTYPE.itemsize))
         self.put(
             space_offsets=offsets[:-1].astype(np.uint64),
-            pair_order=_in_units(np, L * M, batch.pairs["model"], launch.SAME_MODEL_ITEMS[PARSE]).astype(np.int32),
+            pair_order=pair_order,
             state=np.zeros(npairs, launch.STATE_DTYPE),
             nfound=np.zeros(1, np.int32),
             nodes=M,
@@ -87,7 +99,7 @@ class _Run:
         )
         self.place("item_ns", device.item_clocks)
         s = self.struct
-        s.npairs, s.max_domains, s.region_capacity = npairs, MAX_DOMAINS, self.region_capacity
+        s.npairs, s.max_domains, s.region_capacity, s.nwide = npairs, MAX_DOMAINS, self.region_capacity, self.nwide
         s.settings = batch.settings(self.address("flogsum"))
 
     def place(self, name, array):
@@ -112,10 +124,13 @@ class _Run:
     def address(self, name):
         return self.device.address(self.arrays[name])
 
-    def launch(self, stage, count):
+    def launch(self, stage, count, beside=False):
+        """Stage `stage` over `count` items; `beside`, beside the launches up to the next one not beside."""
         self.struct.ntasks = count
         if count:
-            self.device.launch(stage, count, bytes(self.struct))
+            self.device.launch(stage, count, bytes(self.struct), beside)
+        if not beside:
+            self.device.join()
 
     def fetch(self, *arrays):
         """Device arrays to the host, after one wait."""
@@ -155,7 +170,8 @@ def run(batch, device, budget):
     and `hits` (HIT_DTYPE), the serialized `records` (pair p's at record_offsets[p] ..
     record_offsets[p + 1], empty where it has no hit), and the stages' item counts (`items`)."""
     tail = _Run(batch, device)
-    tail.launch(PARSE, tail.npairs)
+    tail.launch(PARSE_WIDE, tail.nwide, beside=True)
+    tail.launch(PARSE, tail.npairs - tail.nwide)
     regions = _regions(tail, budget)
     envelopes = _envelopes(tail, regions, budget)
     _assemble(tail, regions, envelopes)

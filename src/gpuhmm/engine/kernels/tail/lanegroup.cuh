@@ -1,13 +1,15 @@
 // A group of 4 threads, one per lane of HMMER's __m128, running one DP problem together
 // (fwdback.cuh): each thread keeps its lane's serial chains, and the steps that cross lanes
 // (esl_sse_rightshift_float, the left shift of the Backward successor, esl_sse_hsum_ps, the
-// early-exit test of Forward's D→D passes) are explicit exchanges. A Warp shares one item among
-// 32 lanes, for loops whose iterations are independent.
+// early-exit test of Forward's D→D passes) are explicit exchanges. A WideGroup runs one problem
+// on a whole warp: each of the 4 lanes' q range cut into WIDE_PARTS parts (wide.cuh). A Warp
+// shares one item among 32 lanes, for loops whose iterations are independent.
 //
-// Thread → data: on the GPU the group is 4 consecutive lanes of a warp and an exchange is
-// __shfl_sync over them. On the host the 4 lanes are coroutines of one thread (run_lane_group),
-// which take turns at every exchange, so that the host build runs the same source in the same
-// order; a host Warp is one lane. No arithmetic.
+// Thread → data: on the GPU the group is 4 consecutive lanes of a warp (a WideGroup: the warp,
+// thread 4·part + z) and an exchange is __shfl_sync over them. On the host the group's threads
+// are coroutines of one thread (run_lane_group, run_wide_group), which take turns at every
+// exchange, so that the host build runs the same source in the same order; a host Warp is one
+// lane. No arithmetic.
 #pragma once
 #include "common.cuh"
 
@@ -60,16 +62,43 @@ TAIL_FN LaneGroup warp_lane_group() {
     LaneGroup g = {lane & 3, 0xfu << (lane & ~3)};
     return g;
 }
-#else
-// The 4 coroutines of a host lane group: each meeting passes the turn to the next lane, so lane 0
-// resumes once every lane has arrived. Values go through two sets of slots, used in turn: a lane
-// writes a set again only after every lane has read it.
-struct LaneMeeting {
-    ucontext_t host, lanes[4];
-    float value[2][4];
-    int turn[4] = {0, 0, 0, 0};
 
-    void meet(int z) { swapcontext(&lanes[z], &lanes[(z + 1) % 4]); }
+// A warp on one problem: lane z of HMMER's vectors, part `part` of each lane's q range.
+struct WideGroup {
+    int z, part;
+
+    // The value `value` has in thread (z_from, part_from).
+    TAIL_FN float from(float value, int z_from, int part_from) const {
+        return __shfl_sync(0xffffffffu, value, 4 * part_from + z_from);
+    }
+    TAIL_FN int any(int predicate) const { return __any_sync(0xffffffffu, predicate); }
+    TAIL_FN void sync() const { __syncwarp(); }
+};
+
+TAIL_FN WideGroup warp_wide_group() {
+    const int lane = threadIdx.x & 31;
+    WideGroup w = {lane & 3, lane >> 2};
+    return w;
+}
+#else
+// The n coroutines of a host group (4 or 32): each meeting passes the turn to the next thread,
+// so thread 0 resumes once every thread has arrived. Values go through two sets of slots, used in
+// turn: a thread writes a set again only after every thread has read it.
+struct LaneMeeting {
+    int n;
+    ucontext_t host, lanes[32];
+    float value[2][32];
+    int turn[32] = {};
+
+    void meet(int z) { swapcontext(&lanes[z], &lanes[(z + 1) % n]); }
+    // Every thread's `value`, by thread, until the meeting after next.
+    const float *gather(int z, float value) {
+        float *slots = this->value[turn[z]];
+        turn[z] ^= 1;
+        slots[z] = value;
+        meet(z);
+        return slots;
+    }
 };
 
 struct LaneGroup {
@@ -78,10 +107,7 @@ struct LaneGroup {
 
     // Every lane's `value`, into all[0..3].
     void gather(float value, float *all) const {
-        float *slots = meeting->value[meeting->turn[z]];
-        meeting->turn[z] ^= 1;
-        slots[z] = value;
-        meeting->meet(z);
+        const float *slots = meeting->gather(z, value);
         for (int lane = 0; lane < 4; lane++) all[lane] = slots[lane];
     }
     float exchange(float value, int from) const {
@@ -115,26 +141,53 @@ inline int lowest_lane(unsigned lanes) { return __builtin_ctz(lanes); }
 
 inline Warp this_warp() { return Warp{0, 1}; }
 
-inline thread_local const std::function<void(const LaneGroup &)> *lane_body;
-inline thread_local LaneMeeting *lane_meeting;
+struct WideGroup {
+    int z, part;
+    LaneMeeting *meeting;
 
-inline void lane_entry(int z) { (*lane_body)(LaneGroup{z, lane_meeting}); }
-
-// Runs body(g) for the 4 lanes of a group, as coroutines of this thread; lane z + 1 resumes when
-// lane z finishes.
-inline void run_lane_group(const std::function<void(const LaneGroup &)> &body) {
-    const size_t stack = 1 << 18;
-    std::vector<char> stacks(4 * stack);
-    LaneMeeting meeting;
-    for (int z = 0; z < 4; z++) {
-        getcontext(&meeting.lanes[z]);
-        meeting.lanes[z].uc_stack.ss_sp = stacks.data() + z * stack;
-        meeting.lanes[z].uc_stack.ss_size = stack;
-        meeting.lanes[z].uc_link = z < 3 ? &meeting.lanes[z + 1] : &meeting.host;
-        makecontext(&meeting.lanes[z], (void (*)())lane_entry, 1, z);
+    float from(float value, int z_from, int part_from) const {
+        return meeting->gather(4 * part + z, value)[4 * part_from + z_from];
     }
-    lane_body = &body, lane_meeting = &meeting;
-    swapcontext(&meeting.host, &meeting.lanes[0]);
+    int any(int predicate) const {
+        const float *all = meeting->gather(4 * part + z, predicate ? 1.0f : 0.0f);
+        int found = 0;
+        for (int thread = 0; thread < meeting->n; thread++) found |= all[thread] != 0.0f;
+        return found;
+    }
+    void sync() const { meeting->meet(4 * part + z); }
+};
+
+inline thread_local const std::function<void(int)> *group_body;
+
+inline void group_entry(int thread) { (*group_body)(thread); }
+
+// Runs body(thread) for the meeting's n threads, as coroutines of this thread; thread t + 1
+// resumes when thread t finishes.
+inline void run_group(LaneMeeting *meeting, const std::function<void(int)> &body) {
+    const size_t stack = 1 << 18;
+    const int n = meeting->n;
+    std::vector<char> stacks(n * stack);
+    for (int z = 0; z < n; z++) {
+        getcontext(&meeting->lanes[z]);
+        meeting->lanes[z].uc_stack.ss_sp = stacks.data() + z * stack;
+        meeting->lanes[z].uc_stack.ss_size = stack;
+        meeting->lanes[z].uc_link = z < n - 1 ? &meeting->lanes[z + 1] : &meeting->host;
+        makecontext(&meeting->lanes[z], (void (*)())group_entry, 1, z);
+    }
+    group_body = &body;
+    swapcontext(&meeting->host, &meeting->lanes[0]);
+}
+
+// Runs body(g) for the 4 lanes of a group.
+inline void run_lane_group(const std::function<void(const LaneGroup &)> &body) {
+    LaneMeeting meeting{4};
+    run_group(&meeting, [&](int z) { body(LaneGroup{z, &meeting}); });
+}
+
+// Runs body(w) for the 32 threads of a wide group.
+inline void run_wide_group(const std::function<void(const WideGroup &)> &body) {
+    LaneMeeting meeting{32};
+    run_group(&meeting, [&](int thread) { body(WideGroup{thread & 3, thread >> 2, &meeting}); });
 }
 #endif
 

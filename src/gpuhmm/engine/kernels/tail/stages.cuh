@@ -14,14 +14,14 @@
 // an item shares with others of its pair (the per-residue null2 scores) is written by one stage
 // and read by a later one, over disjoint residue ranges.
 //
-// Thread → data: a lane group (4 threads, lanegroup.cuh) per pair for the parsers of stage 1,
-// then its thread 0; one thread per item otherwise (tail.cu spreads them); the schedule orders
+// Thread → data: a lane group (4 threads, lanegroup.cuh) per pair for the parsers of stage 1, or
+// a warp for the longest (wide.cuh), then its first thread; one thread per item otherwise (tail.cu spreads them); the schedule orders
 // items costliest first. Memory: a pair's space (PairSpace) lives from stage 1 to stage 4; a
 // region's or envelope's arena only for its stage, at an offset the schedule gives (sized by the
 // item, not by the target).
 #pragma once
-#include "fwdback.cuh"
 #include "serialize.cuh"
+#include "wide.cuh"
 
 namespace gpuhmm::tail {
 
@@ -83,6 +83,7 @@ struct Tail {
     Region *regions;  // the queue, `region_capacity` long; its length in *nfound
     int *nfound;
     int region_capacity;
+    int nwide;  // the first nwide pairs of pair_order run on a warp each (wide.cuh)
     // Stages 2 and 3: `ntasks` items, arenas in `arena`.
     int ntasks;
     char *arena;
@@ -164,10 +165,35 @@ TAIL_FN PairSpace space_of(const Tail *t, int pair) {
     return pair_space(t->space + t->space_offsets[pair], L, t->models[t->pairs[pair].model].om.Q);
 }
 
-// Stage 1 for pair `pair_order[item]`, by the lane group `g`: p7_ForwardParser, the F3 test,
-// p7_BackwardParser, then in thread 0 p7_DomainDecoding and the regions. A region that does not
-// fit the queue fails the pair.
-TAIL_FN void parse_pair(const Tail *t, int item, const LaneGroup &g) {
+// The parsers by a lane group or by a warp, and the thread that goes on after them.
+TAIL_FN int forward_parser(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
+                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+    return group_forward(g, om, dsq, L, xf, fwd, rows, score);
+}
+
+TAIL_FN int forward_parser(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+    return wide_forward(w, om, dsq, L, xf, fwd, rows, score);
+}
+
+TAIL_FN int backward_parser(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
+                            const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
+    return group_backward(g, om, dsq, L, xf, fwd, bck, rows);
+}
+
+TAIL_FN int backward_parser(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                            const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
+    return wide_backward(w, om, dsq, L, xf, fwd, bck, rows);
+}
+
+TAIL_FN int leads(const LaneGroup &g) { return g.z == 0; }
+TAIL_FN int leads(const WideGroup &w) { return w.z == 0 && w.part == 0; }
+
+// Stage 1 for pair `pair_order[item]`, by the lane group or warp `g`: p7_ForwardParser, the F3
+// test, p7_BackwardParser, then in its first thread p7_DomainDecoding and the regions. A region
+// that does not fit the queue fails the pair.
+template <class Group>
+TAIL_FN void parse_pair(const Tail *t, int item, const Group &g) {
     const int p = t->pair_order[item];
     const PairTask *task = t->pairs + p;
     const Profile *om = &t->models[task->model].om;
@@ -177,10 +203,10 @@ TAIL_FN void parse_pair(const Tail *t, int item, const LaneGroup &g) {
     const SpecialTransitions multihit = reconfigured(L, 1);
     float fwdsc = 0.0f;
     int passed = 0;
-    int status = group_forward(g, om, dsq, L, &multihit, &s.fwd, s.rows, &fwdsc);
+    int status = forward_parser(g, om, dsq, L, &multihit, &s.fwd, s.rows, &fwdsc);
     if (status == TAIL_OK) status = forward_filter(om, fwdsc, task->filter_score, t->settings.F3, &passed);
-    if (status == TAIL_OK && passed) status = group_backward(g, om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
-    if (g.z != 0) return;
+    if (status == TAIL_OK && passed) status = backward_parser(g, om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
+    if (!leads(g)) return;
     PairState *state = t->state + p;
     state->passed = passed, state->fwdsc = fwdsc;
     state->nregions = state->nclustered = 0;

@@ -6,7 +6,8 @@
 // costliest first) gets `spread` threads (launch.THREADS_PER_ITEM), of which the first runs it
 // serially in its own arena, the first 4 as a lane group for the parsers and the regions' and
 // envelopes' Forward and Backward matrices; `group` consecutive items of one model share a warp
-// (launch.SAME_MODEL_ITEMS). The traces and the
+// (launch.SAME_MODEL_ITEMS). The longest pairs' parsers take a warp each (tail_parse_wide),
+// launched beside tail_parse. The traces and the
 // clusters take a warp a region: lane 0 draws the chain of traces, which is one sequence, and
 // the lanes split the null2 sums between traces and the link tests (32 regions a warp, one a
 // lane, would diverge at every step). Lane width: HMMER's 4 float32 lanes, as loops
@@ -19,7 +20,7 @@
 namespace gpuhmm {
 
 // The kernels' indices in schedule.py, for the item clocks.
-enum { PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS };
+enum { PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE };
 
 __device__ unsigned long long tail_now() {
     unsigned long long ns;
@@ -58,10 +59,18 @@ __device__ void tail_run(const tail::Tail *t, int kernel, int count, int spread,
     if (t->item_ns) atomicMax(t->item_ns + kernel, tail_now() - started);
 }
 
-// Stage 1: a lane group of 4 threads per pair, the first 4 of its `spread`.
+// Stage 1: the pairs past the first t->nwide, a lane group of 4 threads per pair, the first 4 of
+// its `spread`.
 __global__ void tail_parse(const tail::Tail *t, int spread, int group) {
-    tail_run(t, PARSE, t->npairs, spread, group, 4,
-             [&](int item) { tail::parse_pair(t, item, tail::warp_lane_group()); });
+    tail_run(t, PARSE, t->npairs - t->nwide, spread, group, 4,
+             [&](int item) { tail::parse_pair(t, t->nwide + item, tail::warp_lane_group()); });
+}
+
+// Stage 1 for the first t->nwide pairs, whose chains are the longest: a warp each (spread 32),
+// beside tail_parse.
+__global__ void tail_parse_wide(const tail::Tail *t, int spread, int group) {
+    tail_run(t, PARSE_WIDE, t->nwide, spread, group, 32,
+             [&](int item) { tail::parse_pair(t, item, tail::warp_wide_group()); });
 }
 
 __global__ void tail_regions(const tail::Tail *t, int spread, int group) {

@@ -1,0 +1,318 @@
+// HMMER 3.4's p7_ForwardParser and p7_BackwardParser (impl_sse/fwdback.c) run by a whole warp,
+// bit for bit as group_forward and group_backward run them (fwdback.cuh), for the pairs whose
+// serial chains would outlast the rest of the batch.
+//
+// Thread → data: a WideGroup; thread (z, part) owns lane z of vectors q0 .. q1 − 1, the part-th of
+// P = min(WIDE_PARTS, Q) consecutive ranges of the striped row, for all of the row's cells. What
+// HMMER computes in q order within a lane (the xE and xB sums, the D→D passes) runs part after
+// part (wide_chain): each part goes on from the value the part before it handed over, so every
+// operation is the serial one, in its order, on the same operands. What crosses a part's
+// boundary (the cell before q0 or after q1 − 1, the last part's carry into the next lane) is an
+// exchange. Every thread computes the special states from the same values in the same order;
+// thread (0, 0) writes them. Lane width: one float32 per thread. Overflow and rounding: as
+// fwdback.cuh (rows rescaled above 1e4, totscale certified).
+#pragma once
+#include "fwdback.cuh"
+
+namespace gpuhmm::tail {
+
+TAIL_CONST int WIDE_PARTS = 8;
+
+// This thread's q range of a row of Q vectors, cut into min(WIDE_PARTS, Q) parts (empty for
+// threads past them).
+struct WideRange {
+    int parts, q0, q1;
+};
+
+TAIL_FN WideRange wide_range(const WideGroup &w, int Q) {
+    const int parts = Q < WIDE_PARTS ? Q : WIDE_PARTS;
+    WideRange r = {parts, Q, Q};
+    if (w.part < parts) r.q0 = w.part * Q / parts, r.q1 = (w.part + 1) * Q / parts;
+    return r;
+}
+
+// The value of the cell before q0 in this lane's serial order: the previous part's `last`, or for
+// part 0 the last part's of lane z − 1 (`fill` in lane 0), as esl_sse_rightshift_float brings it.
+TAIL_FN float wide_before(const WideGroup &w, const WideRange &r, float last, float fill = 0.0f) {
+    const int first = w.part == 0;
+    float value = w.from(last, first ? (w.z > 0 ? w.z - 1 : 0) : w.z, first ? r.parts - 1 : w.part - 1);
+    return first && w.z == 0 ? fill : value;
+}
+
+// The value of the cell after q1 − 1: the next part's `first`, or for the last part the first
+// part's of lane z + 1 (0 in lane 3), as the left shift brings it.
+TAIL_FN float wide_after(const WideGroup &w, const WideRange &r, float first) {
+    const int last = w.part == r.parts - 1;
+    float value = w.from(first, last ? (w.z < 3 ? w.z + 1 : 3) : w.z, last ? 0 : w.part + 1);
+    return last && w.z == 3 ? 0.0f : value;
+}
+
+// segment(value) run by each part of every lane in turn (part 0 first, or the last part first
+// when `descending`), each from the value its lane's part before it returned; every thread of
+// lane z gets its lane's final value.
+template <class Segment>
+TAIL_FN float wide_chain(const WideGroup &w, const WideRange &r, int descending, float value, Segment segment) {
+    for (int step = 0; step < r.parts; step++) {
+        const int turn = descending ? r.parts - 1 - step : step;
+        const float out = w.part == turn ? segment(value) : 0.0f;
+        value = w.from(out, w.z, turn);
+    }
+    return value;
+}
+
+// esl_sse_hsum_ps of the lanes' values (every thread of a lane holds its lane's).
+TAIL_FN float wide_hsum(const WideGroup &w, float value) {
+    float a0 = w.from(value, 0, w.part), a1 = w.from(value, 1, w.part);
+    float a2 = w.from(value, 2, w.part), a3 = w.from(value, 3, w.part);
+    return (a0 + a1) + (a2 + a3);
+}
+
+// The value lane z − 1 holds (0 in lane 0), or lane z + 1 (0 in lane 3).
+TAIL_FN float wide_from_left(const WideGroup &w, float value) {
+    float out = w.from(value, w.z > 0 ? w.z - 1 : 0, w.part);
+    return w.z > 0 ? out : 0.0f;
+}
+
+TAIL_FN float wide_from_right(const WideGroup &w, float value) {
+    float out = w.from(value, w.z < 3 ? w.z + 1 : 3, w.part);
+    return w.z < 3 ? out : 0.0f;
+}
+
+// p7_ForwardParser, as group_forward with a parser matrix (`rows`: 6·Q vectors of scratch).
+TAIL_FN int wide_forward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                         const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+    const int Q = om->Q, z = w.z;
+    const WideRange r = wide_range(w, Q);
+    const int q0 = r.q0, q1 = r.q1;
+    const f4 *t = om->tfv, *tDD = t + T_DD * Q, *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q;
+    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
+    const int stop_early = om->M >= 100;
+    f4 *Mp = rows, *Dp = rows + Q, *Ip = rows + 2 * Q, *Mc = rows + 3 * Q, *Dc = rows + 4 * Q, *Ic = rows + 5 * Q;
+    for (int q = q0; q < q1; q++) Mp[q].v[z] = Dp[q].v[z] = Ip[q].v[z] = 0.0f;
+    float xN = 1.0f, xJ = 0.0f, xC = 0.0f, xB = xf->move, xE = 0.0f;
+    const int leader = z == 0 && w.part == 0;
+    if (leader) {
+        float *x = fwd->xmx;
+        x[X_E] = 0.0f, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC, x[X_SCALE] = 1.0f;
+    }
+    float totscale = 0.0f, mlast = 0.0f, dlast = 0.0f, ilast = 0.0f;  // this part's previous row at q1 − 1
+    int certain = TAIL_OK;
+    fwd->L = L, fwd->Q = Q, fwd->has_own_scales = 1;
+    for (int i = 1; i <= L; i++) {
+        const f4 *e = om->rfv + dsq[i - 1] * Q;
+        float mpv = wide_before(w, r, mlast), ipv = wide_before(w, r, ilast), dpv = wide_before(w, r, dlast);
+        float carry = 0.0f;
+        for (int q = q0; q < q1; q++) {
+            float s = xB * ro(&tBM[q].v[z]);
+            s = s + mpv * ro(&tMM[q].v[z]);
+            s = s + ipv * ro(&tIM[q].v[z]);
+            s = s + dpv * ro(&tDM[q].v[z]);
+            float sv = s * ro(&e[q].v[z]);
+            mpv = Mp[q].v[z], dpv = Dp[q].v[z], ipv = Ip[q].v[z];
+            Mc[q].v[z] = sv;
+            Dc[q].v[z] = carry;
+            carry = sv * ro(&tMD[q].v[z]);
+            Ic[q].v[z] = mpv * ro(&tMI[q].v[z]) + ipv * ro(&tII[q].v[z]);
+        }
+        // D of vector q0 takes the previous part's last M→D; the lane's last carry goes on to
+        // the next lane's first D→D pass.
+        const float carried_in = wide_before(w, r, carry);
+        if (w.part > 0 && q0 < q1) Dc[q0].v[z] = carried_in;
+        const float dcv = w.from(carry, z, r.parts - 1);
+        float xEv = wide_chain(w, r, 0, 0.0f, [&](float sum) {
+            for (int q = q0; q < q1; q++) sum = sum + Mc[q].v[z];
+            return sum;
+        });
+        float chain = wide_chain(w, r, 0, wide_from_left(w, dcv), [&](float c) {
+            for (int q = q0; q < q1; q++) {
+                Dc[q].v[z] = c + Dc[q].v[z];
+                c = Dc[q].v[z] * ro(&tDD[q].v[z]);
+            }
+            return c;
+        });
+        for (int pass = 0; pass < 3; pass++) {
+            int changed = 0;
+            const float carried = wide_chain(w, r, 0, wide_from_left(w, chain), [&](float c) {
+                for (int q = q0; q < q1; q++) {
+                    if (q > 0) c = c * ro(&tDD[q - 1].v[z]);
+                    float updated = c + Dc[q].v[z];
+                    changed |= updated > Dc[q].v[z];
+                    Dc[q].v[z] = updated;
+                }
+                return c;
+            });
+            chain = carried * ro(&tDD[Q - 1].v[z]);
+            if (stop_early && !w.any(changed)) break;
+        }
+        xEv = wide_chain(w, r, 0, xEv, [&](float sum) {
+            for (int q = q0; q < q1; q++) sum = sum + Dc[q].v[z];
+            return sum;
+        });
+        xE = wide_hsum(w, xEv);
+        forward_specials(xf, xE, &xN, &xC, &xJ, &xB);
+        float scale = 1.0f;
+        if (xE > 1.0e4f) {
+            float reciprocal = 1.0f / xE;
+            for (int q = q0; q < q1; q++) {
+                Mc[q].v[z] = Mc[q].v[z] * reciprocal;
+                Dc[q].v[z] = Dc[q].v[z] * reciprocal;
+                Ic[q].v[z] = Ic[q].v[z] * reciprocal;
+            }
+            if (certified_float((double)totscale, (double)xE, &totscale) != TAIL_OK) certain = TAIL_UNCERTAIN;
+            scale = xE, xE = 1.0f;
+        }
+        if (leader) {
+            float *x = fwd->xmx + (tail_size_t)i * X_COUNT;
+            x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC, x[X_SCALE] = scale;
+        }
+        if (q0 < q1) mlast = Mc[q1 - 1].v[z], dlast = Dc[q1 - 1].v[z], ilast = Ic[q1 - 1].v[z];
+        f4 *swap;
+        swap = Mp, Mp = Mc, Mc = swap;
+        swap = Dp, Dp = Dc, Dc = swap;
+        swap = Ip, Ip = Ic, Ic = swap;
+    }
+    w.sync();  // the other threads read thread (0, 0)'s scale factors next
+    if (L > 0 && is_range_error(xC)) return TAIL_RANGE;
+    if (certified_float((double)totscale, (double)(xC * xf->move), score) != TAIL_OK) return TAIL_UNCERTAIN;
+    return certain;
+}
+
+// Backward's D→D passes after the first, as group_backward_dd: the carry runs q = Q−1 .. 0,
+// the last part first; returns the lane's final carry.
+TAIL_FN float wide_backward_dd(const WideGroup &w, const WideRange &r, f4 *D, float dcv, const f4 *tDD) {
+    for (int pass = 0; pass < 3; pass++) {
+        dcv = wide_chain(w, r, 1, wide_from_right(w, dcv), [&](float carried) {
+            for (int q = r.q1 - 1; q >= r.q0; q--) {
+                carried = carried * ro(&tDD[q].v[w.z]);
+                D[q].v[w.z] = D[q].v[w.z] + carried;
+            }
+            return carried;
+        });
+    }
+    return dcv;
+}
+
+// M(q) += D(k + 1)·MD, as group_add_md: D of vector q + 1, past q1 − 1 the next part's first.
+TAIL_FN void wide_add_md(const WideGroup &w, const WideRange &r, f4 *M, const f4 *D, const f4 *tMD) {
+    const int z = w.z;
+    const float after = wide_after(w, r, r.q0 < r.q1 ? D[r.q0].v[z] : 0.0f);
+    for (int q = r.q0; q < r.q1; q++) M[q].v[z] = M[q].v[z] + (q + 1 < r.q1 ? D[q + 1].v[z] : after) * ro(&tMD[q].v[z]);
+}
+
+// A row's end, as group_scale_row over this thread's vectors.
+TAIL_FN void wide_scale_row(const WideGroup &w, const WideRange &r, f4 *M, f4 *D, f4 *I, float *x, float *out) {
+    const float scale = x[X_SCALE];
+    if (scale > 1.0f) {
+        for (int c = X_E; c <= X_C; c++) x[c] = x[c] / scale;
+        float reciprocal = 1.0f / scale;
+        for (int q = r.q0; q < r.q1; q++) {
+            M[q].v[w.z] = M[q].v[w.z] * reciprocal;
+            D[q].v[w.z] = D[q].v[w.z] * reciprocal;
+            I[q].v[w.z] = I[q].v[w.z] * reciprocal;
+        }
+    }
+    if (w.z == 0 && w.part == 0)
+        for (int c = 0; c < X_COUNT; c++) out[c] = x[c];
+}
+
+// The D→D chain that opens a Backward row, as group_backward's: dpv the D after q1 − 1 (shifted
+// in from lane z + 1 at the lane's end), each D(q) += dpv·DD(q) + xE (`add` 0 at row L, where
+// its D already holds E); returns the lane's last dcv (at q = 0).
+TAIL_FN float wide_backward_first_dd(const WideGroup &w, const WideRange &r, f4 *D, float dpv, float xE, int add,
+                                     const f4 *tDD) {
+    const int z = w.z;
+    float dcv = 0.0f;
+    wide_chain(w, r, 1, dpv, [&](float d) {
+        for (int q = r.q1 - 1; q >= r.q0; q--) {
+            dcv = d * ro(&tDD[q].v[z]);
+            D[q].v[z] = add ? D[q].v[z] + (dcv + xE) : D[q].v[z] + dcv;
+            d = D[q].v[z];
+        }
+        return d;
+    });
+    return w.from(dcv, z, 0);
+}
+
+// p7_BackwardParser, as group_backward with a parser matrix (`rows`: 4·Q vectors of scratch),
+// with the scale factors of `fwd` until its own xB passes 1e16.
+TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                          const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
+    const int Q = om->Q, z = w.z;
+    const WideRange r = wide_range(w, Q);
+    const int q0 = r.q0, q1 = r.q1;
+    const f4 *t = om->tfv;
+    const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
+    const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
+    f4 *emitted = rows, *Mc = rows + Q, *Dc = rows + 2 * Q, *Ic = rows + 3 * Q;
+    bck->L = L, bck->Q = Q;
+
+    // Row L: every M and D may end at E, then D→D and M→D.
+    float xJ = 0.0f, xB = 0.0f, xN = 0.0f, xC = xf->move;
+    float xE = xC * xf->e_move;
+    for (int q = q0; q < q1; q++) Mc[q].v[z] = xE, Dc[q].v[z] = xE, Ic[q].v[z] = 0.0f;
+    float first = q0 < q1 ? Dc[q0].v[z] : 0.0f;
+    float dcv = wide_backward_first_dd(w, r, Dc, wide_after(w, r, first), xE, 0, tDD);
+    wide_backward_dd(w, r, Dc, dcv, tDD);
+    wide_add_md(w, r, Mc, Dc, tMD);
+    int own_scales = 0;
+    float x[X_COUNT] = {xE, xN, xJ, xB, xC, fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE]};
+    wide_scale_row(w, r, Mc, Dc, Ic, x, bck->xmx + (tail_size_t)L * X_COUNT);
+
+    for (int i = L - 1; i >= 1; i--) {
+        xE = x[X_E], xN = x[X_N], xJ = x[X_J], xB = x[X_B], xC = x[X_C];
+        const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
+        for (int q = q0; q < q1; q++) emitted[q].v[z] = Mc[q].v[z] * ro(&e[q].v[z]);
+        const float after = wide_after(w, r, q0 < q1 ? emitted[q0].v[z] : 0.0f);
+        for (int q = q1 - 1; q >= q0; q--) {
+            float next = q + 1 < q1 ? emitted[q + 1].v[z] : after;
+            float ic = Ic[q].v[z];
+            Ic[q].v[z] = (ic * ro(&tII[q].v[z])) + (next * model_successor(tIM, q, Q, z));
+            Dc[q].v[z] = next * model_successor(tDM, q, Q, z);
+            Mc[q].v[z] = (ic * ro(&tMI[q].v[z])) + (next * model_successor(tMM, q, Q, z));
+        }
+        float xBv = wide_chain(w, r, 1, 0.0f, [&](float sum) {
+            for (int q = q1 - 1; q >= q0; q--) {
+                float term = emitted[q].v[z] * ro(&tBM[q].v[z]);
+                sum = q == Q - 1 ? term : sum + term;
+            }
+            return sum;
+        });
+        xB = wide_hsum(w, xBv);
+        xC = xC * xf->loop;
+        xJ = (xB * xf->move) + (xJ * xf->loop);
+        xN = (xB * xf->move) + (xN * xf->loop);
+        xE = (xC * xf->e_move) + (xJ * xf->e_loop);
+        first = q0 < q1 ? Dc[q0].v[z] + xE : 0.0f;
+        dcv = wide_backward_first_dd(w, r, Dc, wide_after(w, r, first), xE, 1, tDD);
+        for (int q = q0; q < q1; q++) Mc[q].v[z] = Mc[q].v[z] + xE;
+        wide_backward_dd(w, r, Dc, dcv, tDD);
+        wide_add_md(w, r, Mc, Dc, tMD);
+        own_scales = own_scales || (double)xB > 1.0e16;
+        x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC;
+        x[X_SCALE] = own_scales ? (xB > 1.0e4f ? xB : 1.0f) : fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE];
+        wide_scale_row(w, r, Mc, Dc, Ic, x, bck->xmx + (tail_size_t)i * X_COUNT);
+    }
+
+    // Row 0: only B and N, from M(1); the sum runs q upward here.
+    xN = x[X_N];
+    const f4 *e = om->rfv + dsq[0] * Q;
+    float xBv = wide_chain(w, r, 0, 0.0f, [&](float sum) {
+        for (int q = q0; q < q1; q++) {
+            float term = (Mc[q].v[z] * ro(&e[q].v[z])) * ro(&tBM[q].v[z]);
+            sum = q == 0 ? term : sum + term;
+        }
+        return sum;
+    });
+    xB = wide_hsum(w, xBv);
+    xN = (xB * xf->move) + (xN * xf->loop);
+    if (z == 0 && w.part == 0) {
+        float *out = bck->xmx;
+        out[X_E] = 0.0f, out[X_N] = xN, out[X_J] = 0.0f, out[X_B] = xB, out[X_C] = 0.0f, out[X_SCALE] = 1.0f;
+    }
+    bck->has_own_scales = own_scales;
+    w.sync();
+    if (L > 0 && is_range_error(xN)) return TAIL_RANGE;
+    return TAIL_OK;
+}
+
+}  // namespace gpuhmm::tail
