@@ -173,6 +173,35 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
     return certain;
 }
 
+// Row L's special states, into x: C, which ends the target, and E, at which every M and D of
+// the row may end; Forward's scale. Returns E.
+TAIL_FN float backward_last_row(const SpecialTransitions *xf, const Matrix *fwd, int L, float *x) {
+    x[X_C] = xf->move, x[X_E] = x[X_C] * xf->e_move, x[X_N] = x[X_J] = x[X_B] = 0.0f;
+    x[X_SCALE] = fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE];
+    return x[X_E];
+}
+
+// Row 0's special states (only B and N) from its xB and row 1's x, written by the thread that
+// `leads`; returns N.
+TAIL_FN float backward_first_row(const SpecialTransitions *xf, float xB, const float *x, int leads, Matrix *bck) {
+    const float xN = (xB * xf->move) + (x[X_N] * xf->loop);
+    if (leads) {
+        float *out = bck->xmx;
+        out[X_E] = 0.0f, out[X_N] = xN, out[X_J] = 0.0f, out[X_B] = xB, out[X_C] = 0.0f, out[X_SCALE] = 1.0f;
+    }
+    return xN;
+}
+
+// A Backward row's special states from its xB, in HMMER's order, into x (E, N, J, B, C, then
+// the scale: Forward's `forward_scale` until Backward keeps its own, then xB where it passes 1e4).
+TAIL_FN void backward_specials(const SpecialTransitions *xf, float xB, int own_scales, float forward_scale, float *x) {
+    const float xC = x[X_C] * xf->loop;
+    const float xJ = (xB * xf->move) + (x[X_J] * xf->loop);
+    const float xN = (xB * xf->move) + (x[X_N] * xf->loop);
+    x[X_E] = (xC * xf->e_move) + (xJ * xf->e_loop), x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC;
+    x[X_SCALE] = own_scales ? (xB > 1.0e4f ? xB : 1.0f) : forward_scale;
+}
+
 // Backward's three D→D passes after the first, in one lane: the carry runs q = Q−1 .. 0.
 TAIL_FN float group_backward_dd(const LaneGroup &g, f4 *D, float dcv, const f4 *tDD, int Q) {
     for (int pass = 0; pass < 3; pass++) {
@@ -233,8 +262,8 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     bck->L = L, bck->Q = Q;
 
     // Row L: every M and D may end at E, then D→D and M→D.
-    float xJ = 0.0f, xB = 0.0f, xN = 0.0f, xC = xf->move;
-    float xE = xC * xf->e_move;
+    float x[X_COUNT];
+    float xE = backward_last_row(xf, fwd, L, x);
     for (int q = 0; q < Q; q++) Mc[q].v[z] = xE, Dc[q].v[z] = xE, Ic[q].v[z] = 0.0f;
     float dpv = from_right(g, xE), dcv = 0.0f;
     for (int q = Q - 1; q >= 0; q--) {
@@ -245,11 +274,9 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
     group_backward_dd(g, Dc, dcv, tDD, Q);
     group_add_md(g, Mc, Dc, tMD, Q);
     int own_scales = 0;
-    float x[X_COUNT] = {xE, xN, xJ, xB, xC, fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE]};
     group_scale_row(z, Mc, Dc, Ic, Q, x, bck->xmx + (tail_size_t)L * X_COUNT);
 
     for (int i = L - 1; i >= 1; i--) {
-        xE = x[X_E], xN = x[X_N], xJ = x[X_J], xB = x[X_B], xC = x[X_C];
         const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
         for (int q = 0; q < Q; q++) emitted[q].v[z] = Mc[q].v[z] * ro(&e[q].v[z]);
         float wrapped = from_right(g, emitted[0].v[z]);
@@ -266,11 +293,10 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
             xBv = q == Q - 1 ? term : xBv + term;
         }
         Mc = Mn, Dc = Dn, Ic = In;
-        xB = g.hsum(xBv);
-        xC = xC * xf->loop;
-        xJ = (xB * xf->move) + (xJ * xf->loop);
-        xN = (xB * xf->move) + (xN * xf->loop);
-        xE = (xC * xf->e_move) + (xJ * xf->e_loop);
+        const float xB = g.hsum(xBv);
+        own_scales = own_scales || (double)xB > 1.0e16;
+        backward_specials(xf, xB, own_scales, fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE], x);
+        xE = x[X_E];
         dpv = from_right(g, Dc[0].v[z] + xE);
         for (int q = Q - 1; q >= 0; q--) {
             dcv = dpv * ro(&tDD[q].v[z]);
@@ -280,26 +306,17 @@ TAIL_FN int group_backward(const LaneGroup &g, const Profile *om, const unsigned
         for (int q = 0; q < Q; q++) Mc[q].v[z] = Mc[q].v[z] + xE;
         group_backward_dd(g, Dc, dcv, tDD, Q);
         group_add_md(g, Mc, Dc, tMD, Q);
-        own_scales = own_scales || (double)xB > 1.0e16;
-        x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC;
-        x[X_SCALE] = own_scales ? (xB > 1.0e4f ? xB : 1.0f) : fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE];
         group_scale_row(z, Mc, Dc, Ic, Q, x, bck->xmx + (tail_size_t)i * X_COUNT);
     }
 
     // Row 0: only B and N, from M(1); the sum runs q upward here.
-    xN = x[X_N];
     const f4 *e = om->rfv + dsq[0] * Q;
     float xBv = 0.0f;
     for (int q = 0; q < Q; q++) {
         float term = (Mc[q].v[z] * ro(&e[q].v[z])) * ro(&tBM[q].v[z]);
         xBv = q == 0 ? term : xBv + term;
     }
-    xB = g.hsum(xBv);
-    xN = (xB * xf->move) + (xN * xf->loop);
-    if (z == 0) {
-        float *x = bck->xmx;
-        x[X_E] = 0.0f, x[X_N] = xN, x[X_J] = 0.0f, x[X_B] = xB, x[X_C] = 0.0f, x[X_SCALE] = 1.0f;
-    }
+    const float xN = backward_first_row(xf, g.hsum(xBv), x, z == 0, bck);
     if (full)
         for (int q = 0; q < Q; q++) bck->M[q].v[z] = bck->D[q].v[z] = bck->I[q].v[z] = 0.0f;
     bck->has_own_scales = own_scales;

@@ -247,19 +247,17 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
     bck->L = L, bck->Q = Q;
 
     // Row L: every M and D may end at E, then D→D and M→D.
-    float xJ = 0.0f, xB = 0.0f, xN = 0.0f, xC = xf->move;
-    float xE = xC * xf->e_move;
+    float x[X_COUNT];
+    float xE = backward_last_row(xf, fwd, L, x);
     for (int q = q0; q < q1; q++) Mc[q].v[z] = xE, Dc[q].v[z] = xE, Ic[q].v[z] = 0.0f;
     float first = q0 < q1 ? Dc[q0].v[z] : 0.0f;
     float dcv = wide_backward_first_dd(w, r, Dc, wide_after(w, r, first), xE, 0, tDD);
     wide_backward_dd(w, r, Dc, dcv, tDD);
     wide_add_md(w, r, Mc, Dc, tMD);
     int own_scales = 0;
-    float x[X_COUNT] = {xE, xN, xJ, xB, xC, fwd->xmx[(tail_size_t)L * X_COUNT + X_SCALE]};
     wide_scale_row(w, r, Mc, Dc, Ic, x, bck->xmx + (tail_size_t)L * X_COUNT);
 
     for (int i = L - 1; i >= 1; i--) {
-        xE = x[X_E], xN = x[X_N], xJ = x[X_J], xB = x[X_B], xC = x[X_C];
         const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
         for (int q = q0; q < q1; q++) emitted[q].v[z] = Mc[q].v[z] * ro(&e[q].v[z]);
         const float after = wide_after(w, r, q0 < q1 ? emitted[q0].v[z] : 0.0f);
@@ -277,24 +275,19 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
             }
             return sum;
         });
-        xB = wide_hsum(w, xBv);
-        xC = xC * xf->loop;
-        xJ = (xB * xf->move) + (xJ * xf->loop);
-        xN = (xB * xf->move) + (xN * xf->loop);
-        xE = (xC * xf->e_move) + (xJ * xf->e_loop);
+        const float xB = wide_hsum(w, xBv);
+        own_scales = own_scales || (double)xB > 1.0e16;
+        backward_specials(xf, xB, own_scales, fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE], x);
+        xE = x[X_E];
         first = q0 < q1 ? Dc[q0].v[z] + xE : 0.0f;
         dcv = wide_backward_first_dd(w, r, Dc, wide_after(w, r, first), xE, 1, tDD);
         for (int q = q0; q < q1; q++) Mc[q].v[z] = Mc[q].v[z] + xE;
         wide_backward_dd(w, r, Dc, dcv, tDD);
         wide_add_md(w, r, Mc, Dc, tMD);
-        own_scales = own_scales || (double)xB > 1.0e16;
-        x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC;
-        x[X_SCALE] = own_scales ? (xB > 1.0e4f ? xB : 1.0f) : fwd->xmx[(tail_size_t)i * X_COUNT + X_SCALE];
         wide_scale_row(w, r, Mc, Dc, Ic, x, bck->xmx + (tail_size_t)i * X_COUNT);
     }
 
     // Row 0: only B and N, from M(1); the sum runs q upward here.
-    xN = x[X_N];
     const f4 *e = om->rfv + dsq[0] * Q;
     float xBv = wide_chain(w, r, 0, 0.0f, [&](float sum) {
         for (int q = q0; q < q1; q++) {
@@ -303,12 +296,7 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
         }
         return sum;
     });
-    xB = wide_hsum(w, xBv);
-    xN = (xB * xf->move) + (xN * xf->loop);
-    if (z == 0 && w.part == 0) {
-        float *out = bck->xmx;
-        out[X_E] = 0.0f, out[X_N] = xN, out[X_J] = 0.0f, out[X_B] = xB, out[X_C] = 0.0f, out[X_SCALE] = 1.0f;
-    }
+    const float xN = backward_first_row(xf, wide_hsum(w, xBv), x, z == 0 && w.part == 0, bck);
     bck->has_own_scales = own_scales;
     w.sync();
     if (L > 0 && is_range_error(xN)) return TAIL_RANGE;
