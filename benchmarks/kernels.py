@@ -62,7 +62,9 @@ def n_past_msv(hmm, block):
 
 def check_exact(engine, hmms, sequences, threads, label):
     alphabet = hmms[0].alphabet
-    shard = filters.FilterShard.from_digital(sequences)
+    lengths = [len(s.sequence) for s in sequences]
+    residues = np.concatenate([np.asarray(s.sequence, dtype=np.uint8) for s in sequences])
+    shard = filters.FilterShard.build(residues, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), alphabet)
     models = msvfilter.msv_models(hmms)
     started = time.perf_counter()
     scores = np.full((len(models), shard.sequences), np.nan, dtype=np.float32)  # F1 = 1: every score

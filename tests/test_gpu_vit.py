@@ -13,7 +13,7 @@ from gpuhmm.engine.reference.fwdfilter import forward_scores
 from gpuhmm.engine.reference.vitfilter import viterbi_scores
 from gpuhmm.stages import fwdfilter
 
-from helpers.filters import assert_filter_stages_count_as_hmmsearch, filter_profiles
+from helpers.filters import assert_filter_stages_count_as_hmmsearch, filter_profiles, filter_shard
 
 pytestmark = pytest.mark.gpu
 
@@ -30,7 +30,7 @@ def case(pfam_test_data):
     hmms, sequences = pfam_test_data
     hmms = sorted(hmms, key=lambda h: h.M)[:: max(1, len(hmms) // 6)]
     background = pyhmmer.plan7.Background(hmms[0].alphabet)
-    shard = filters.FilterShard.from_digital(sequences)
+    shard = filter_shard(sequences)
     targets = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
     return hmms, sequences, background, filter_profiles(hmms, background)[0], shard, targets
 
@@ -80,7 +80,7 @@ def test_forward_kernel_equals_reference(engine, case, pfam_test_data):
         )
         for h in hmms
     ] + [rng.integers(0, 20, 5000).astype(np.uint8)]
-    shard = filters.FilterShard.from_digital(
+    shard = filter_shard(
         pfam_test_data[1] + [pyhmmer.easel.DigitalSequence(hmms[0].alphabet, sequence=e) for e in extra]
     )
     every = targets + extra

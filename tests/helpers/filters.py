@@ -30,7 +30,10 @@ def msv_filter_scores(hmm, sequences):
 
 def filter_shard(sequences):
     """A filter shard of pyhmmer digital sequences, in the given order."""
-    return filters.FilterShard.from_digital(sequences)
+    pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+    residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+    return filters.FilterShard.build(residues, offsets, sequences[0].alphabet)
 
 
 def filter_profiles(hmms, background):
@@ -54,7 +57,7 @@ def per_model(pairs, models, sequences):
 def assert_filter_stages_count_as_hmmsearch(engine, hmms, sequences, bias_filter):
     alphabet = hmms[0].alphabet
     background = pyhmmer.plan7.Background(alphabet)
-    shard = filters.FilterShard.from_digital(sequences)
+    shard = filter_shard(sequences)
     results = filters.filter_stages(
         engine,
         msvfilter.msv_models(hmms),

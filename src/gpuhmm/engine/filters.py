@@ -48,14 +48,6 @@ class FilterShard:
         tjb, null1 = msvfilter.LengthTerms.for_lengths(alphabet, np.diff(offsets)).lookup(np.diff(offsets))
         return cls(residues, offsets, tjb, null1)
 
-    @classmethod
-    def from_digital(cls, sequences):
-        """From pyhmmer digital sequences, in the given order."""
-        pieces = [np.asarray(s.sequence, dtype=np.uint8) for s in sequences]
-        offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
-        residues = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-        return cls.build(residues, offsets, sequences[0].alphabet)
-
     @property
     def sequences(self):
         return len(self.offsets) - 1
