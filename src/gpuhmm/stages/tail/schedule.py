@@ -6,9 +6,9 @@ envelopes, the records' offsets) are ordered, sized and laid out there, with `de
 (CuPy, or numpy for the host build). The host reads back only what sizes the next launch: the
 counts and arena bytes after stages 1 and 2, the records' bytes after stage 4, and at the end
 the pairs' outcomes, each group in one wait. Each stage's items run costliest first (pairs by
-L·M, regions by their residues, which their trace chains follow, envelopes by their arenas;
-pairs and envelopes in units of one model's, launch.SAME_MODEL_ITEMS; the longest pairs
-on a warp each, beside the others),
+their striped cells L·Q, regions by their residues, which their trace chains follow, envelopes
+by their arenas; pairs and envelopes in units of one model's, launch.SAME_MODEL_ITEMS; the
+longest pairs on a warp each, beside the others),
 their arenas sized by what they hold (a region's or an envelope's residues, not the target's), in
 as few launches as the arena budget allows. The models' pieces are the device's resident
 copies, uploaded once per model.
