@@ -98,6 +98,7 @@ def test_pairs_parsed_on_a_warp_give_the_lane_groups_outputs(tail_cases, monkeyp
     device = HostDevice()
     outputs = schedule.run(batch, device, 1 << 30)
     assert (schedule.PARSE_WIDE, len(batch.pairs)) in device.launched
+    assert outputs["items"]["pairs_on_warps"] == len(batch.pairs) and expected["items"]["pairs_on_warps"] == 0
     for name in ("status", "hits", "records", "record_offsets"):
         assert outputs[name].tobytes() == expected[name].tobytes(), name
 

@@ -175,7 +175,10 @@ def run(batch, device, budget):
     regions = _regions(tail, budget)
     envelopes = _envelopes(tail, regions, budget)
     _assemble(tail, regions, envelopes)
-    items = dict(pairs=tail.npairs, regions=regions.nfound, clustered=regions.nmulti, envelopes=envelopes.n)
+    items = dict(
+        pairs=tail.npairs, pairs_on_warps=tail.nwide, regions=regions.nfound, clustered=regions.nmulti,
+        envelopes=envelopes.n,
+    )  # fmt: skip
     return dict(_serialize(tail), items=items)
 
 
