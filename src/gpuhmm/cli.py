@@ -100,12 +100,13 @@ def _outputs(args):
     )
 
 
-def _engine(args):
+def _engine(args, db_shards=None):
+    """The engine settings of `args`; `db_shards` where `--db-shards` is not given."""
     return EngineSettings(
         backend=args.backend,
         scheduler=args.scheduler,
         cpus=args.cpu,
-        db_shards=args.db_shards,
+        db_shards=args.db_shards if args.db_shards is not None else db_shards,
         model_shards=getattr(args, "model_shards", None),
         shard_memory=args.shard_memory,
         domaindef=getattr(args, "domaindef", None),
@@ -127,7 +128,9 @@ def _search(args, command):
     query_file = args.queryfile if args.command == "phmmer" else args.hmmfile
     check_outputs(outputs.named(), (query_file, args.seqfile))
     executor = start_executor(engine, expected_cells(query_file, args.seqfile, args.command == "phmmer"))
-    read_ahead = _start_reading(args, executor, formats.query if args.command == "scan" else formats.target)
+    read_ahead = _start_reading(
+        args, executor, formats.query if args.command == "scan" else formats.target, engine.db_shards
+    )
     from . import api
 
     run = {"search": api.hmmsearch, "phmmer": api.phmmer, "scan": api.hmmscan}[args.command]
@@ -145,9 +148,10 @@ def _search(args, command):
     )
 
 
-def _start_reading(args, executor, format):
-    """A helper process reading the sequence file (in `format`, None: detected) into the shards
-    that workers of this process will hold, started before the imports (`db.readahead`); None
+def _start_reading(args, executor, format, db_shards):
+    """A helper process reading the sequence file (in `format`, None: detected) into the
+    `db_shards` shards that workers of this process will hold, started before the imports
+    (`db.readahead`); None
     for a makedb database, for a cluster's workers, which read database files, for a file too
     large to gain from it, and for one a search on this process's CPU threads streams."""
     from .db.format import MANIFEST
@@ -167,7 +171,7 @@ def _start_reading(args, executor, format):
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
         and not chosen(program, backend, executor, shuffle_out, sequences, args.shard_memory)
     ):
-        return ReadAhead(sequences, args.db_shards, format)
+        return ReadAhead(sequences, db_shards, format)
     return None
 
 
@@ -242,11 +246,10 @@ def _jackhmmer(args, command):
         {name: value if value is not None else getattr(DEFAULT_SEARCH, name) for name, value in given.items()},
         source=None,
     )
+    chosen = {name: getattr(args, name) for name in JACKHMMER_OPTIONS if getattr(args, name) is not None}
     if args.eset is not None:
-        args.effective = "set"
-    settings = JackhmmerOptions(
-        **{name: getattr(args, name) for name in JACKHMMER_OPTIONS if getattr(args, name) is not None}
-    )
+        chosen["effective"] = "set"
+    settings = JackhmmerOptions(**chosen)
     builder = _phmmer_options(args)
     outputs = OutputFiles(
         tblout=args.tblout,
@@ -255,16 +258,13 @@ def _jackhmmer(args, command):
         alignments=args.alignments,
         report=_report(args),
     )
-    cpus = EngineSettings(cpus=args.cpu).threads or available_cpus()
-    if args.db_shards is None:
-        args.db_shards = cpus
-    engine = _engine(args)
+    engine = _engine(args, EngineSettings(cpus=args.cpu).threads or available_cpus())
     from .output.files import check_outputs
 
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
     expected = expected_cells(args.queryfile, args.seqfile, True, settings.max_iterations)
     executor = start_executor(engine, expected)
-    read_ahead = _start_reading(args, executor, formats.target)
+    read_ahead = _start_reading(args, executor, formats.target, engine.db_shards)
     from . import api
 
     api.jackhmmer(
