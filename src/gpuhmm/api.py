@@ -530,7 +530,7 @@ def jackhmmer(
         report = jackhmmer_report.JackhmmerReport(
             str(job.queries),
             str(job.sequences),
-            jackhmmer_options.header_options(options, settings, builder, outputs, engine, formats),
+            jackhmmer_options.jackhmmer_header_options(options, settings, builder, outputs, engine, formats),
             outputs.report,
             outputs.alignments,
             settings.max_iterations,

@@ -38,11 +38,11 @@ SINGLE_SEQUENCE_COMMENT = "[HMM created from a query sequence]"
 AUTHOR = "jackhmmer (HMMER 3.4)"
 
 
-def new_builder(options, alphabet, seed, first_round):
-    """The one builder of a run, as jackhmmer's p7_builder_Create makes it: `options` (a
+def new_builder(settings, alphabet, seed, first_round):
+    """The one builder of a run, as jackhmmer's p7_builder_Create makes it: `settings` (a
     `JackhmmerOptions`) for later rounds' models, `first_round`'s score system and calibration,
     and `seed`."""
-    return pyhmmer.plan7.Builder(alphabet, seed=seed, **options.builder_arguments(), **first_round.builder_arguments())
+    return pyhmmer.plan7.Builder(alphabet, seed=seed, **settings.builder_arguments(), **first_round.builder_arguments())
 
 
 @dataclasses.dataclass
@@ -86,13 +86,13 @@ def first_models(queries, builder, threads=1):
     return _built(queries, builder, threads, _single_sequence_model)
 
 
-def iterate(queries, models, builder, search, options, threads=1):
+def iterate(queries, models, builder, search, settings, threads=1):
     """Run every query's rounds, the first with `models` (`first_models`); `search(models,
-    number)` gives each model's merged hits over the database in round `number`, and `options`
+    number)` gives each model's merged hits over the database in round `number`, and `settings`
     is a `JackhmmerOptions`. Later rounds' models are built on `threads` threads. Returns
     `queries`, their rounds filled in."""
     active = list(queries)
-    for number in range(1, options.max_iterations + 1):
+    for number in range(1, settings.max_iterations + 1):
         if not active:
             break
         if number > 1:
@@ -100,7 +100,7 @@ def iterate(queries, models, builder, search, options, threads=1):
         started, cpu = time.perf_counter(), os.times()
         found = search(models, number)
         rounds = [
-            _finish_round(query, number, hmm, hits, options.seq_limit)
+            _finish_round(query, number, hmm, hits, settings.seq_limit)
             for query, hmm, hits in zip(active, models, found)
         ]
         _share_time(rounds, started, cpu)

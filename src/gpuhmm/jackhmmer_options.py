@@ -114,25 +114,25 @@ def check_search_options(options):
         raise GpuhmmError(f"--cut_{options.cut}", "jackhmmer does not accept model cutoffs")
 
 
-#: How `header_options` names the settings that differ from jackhmmer's defaults.
+#: How `jackhmmer_header_options` names the settings that differ from jackhmmer's defaults.
 _WEIGHTING_FLAGS = {"gsc": "--wgsc", "blosum": "--wblosum", "none": "--wnone"}
 _EFFECTIVE_FLAGS = {"clust": "--eclust", "none": "--enone"}
 _PRIOR_FLAGS = {"laplace": "--plaplace", "none": "--pnone"}
 
 
-def header_options(search, options, first_round, outputs, engine, formats):
+def jackhmmer_header_options(search, settings, first_round, outputs, engine, formats):
     """The (flag, value) pairs jackhmmer's report header prints a line for (value None for a
     switch): the outputs (the report's own file unless standard output), the `-N`, search,
     model construction and first-round settings that differ from jackhmmer's defaults, the
     formats asserted (`SequenceFormats`), and `--cpu` where given."""
-    used = [("-N", options.max_iterations)] if options.max_iterations != 5 else []
+    used = [("-N", settings.max_iterations)] if settings.max_iterations != 5 else []
     for flag, path in (
         ("-o", outputs.output),
         ("-A", outputs.alignments),
         ("--tblout", outputs.tblout),
         ("--domtblout", outputs.domtblout),
-        ("--chkhmm", options.chkhmm),
-        ("--chkali", options.chkali),
+        ("--chkhmm", settings.chkhmm),
+        ("--chkali", settings.chkali),
     ):
         if path is not None and path != "-":
             used.append((flag, path))
@@ -140,8 +140,8 @@ def header_options(search, options, first_round, outputs, engine, formats):
     used += [(flag, None) for flag, on in (("--acc", report.acc), ("--noali", report.noali)) if on]
     if report.textw != 120:
         used.append(("--notextw", None) if report.textw == 0 else ("--textw", report.textw))
-    if options.seq_limit is not None:
-        used.append(("--seq_limit", options.seq_limit))
+    if settings.seq_limit is not None:
+        used.append(("--seq_limit", settings.seq_limit))
     for given, defaults in ((first_round, PhmmerOptions()), (search, DEFAULT_SEARCH)):
         for field in dataclasses.fields(given):
             value = getattr(given, field.name)
@@ -150,17 +150,17 @@ def header_options(search, options, first_round, outputs, engine, formats):
                 used.append((flag, None if isinstance(value, bool) else value))
     defaults = JackhmmerOptions()
     for name in ("fragthresh", "wid", "ere", "esigma", "eid"):
-        if getattr(options, name) != getattr(defaults, name):
-            used.append((f"--{name}", getattr(options, name)))
+        if getattr(settings, name) != getattr(defaults, name):
+            used.append((f"--{name}", getattr(settings, name)))
     for flags, value in (
-        (_WEIGHTING_FLAGS, options.weighting),
-        (_EFFECTIVE_FLAGS, options.effective),
-        (_PRIOR_FLAGS, options.prior),
+        (_WEIGHTING_FLAGS, settings.weighting),
+        (_EFFECTIVE_FLAGS, settings.effective),
+        (_PRIOR_FLAGS, settings.prior),
     ):
         if value in flags:
             used.append((flags[value], None))
-    if options.eset is not None:
-        used.append(("--eset", options.eset))
+    if settings.eset is not None:
+        used.append(("--eset", settings.eset))
     used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
     if engine.cpus is not None:
         used.append(("--cpu", engine.cpus))
