@@ -28,9 +28,10 @@ def test_hits_and_tables_equal_pyhmmer(engine, tail_cases, setting):
     _hits_and_tables_equal_pyhmmer(engine, tail_cases, setting)
 
 
-def test_pairs_parsed_on_a_warp_equal_pyhmmer(engine, tail_cases, monkeypatch):
-    """Every pair through the wide parsers (tail_parse_wide)."""
-    monkeypatch.setattr(launch, "WIDE_PAIR_CELLS", 0)
+@pytest.mark.parametrize("threshold", ["WIDE_PAIR_CELLS", "WIDE_ENVELOPE_CELLS"])
+def test_items_on_a_warp_equal_pyhmmer(engine, tail_cases, monkeypatch, threshold):
+    """Every pair's parsers (tail_parse_wide), or every envelope (tail_envelopes_wide), on a warp."""
+    monkeypatch.setattr(launch, threshold, 0)
     _hits_and_tables_equal_pyhmmer(engine, tail_cases, next(iter(SETTINGS)))
 
 

@@ -86,19 +86,21 @@ def test_arenas_over_the_budget_split_the_launches_alone(tail_cases):
         assert [n for s, n in split.launched if s == stage] == [1] * count
 
 
-def test_pairs_parsed_on_a_warp_give_the_lane_groups_outputs(tail_cases, monkeypatch):
-    """Every pair through the wide parsers (kernels/tail/wide.cuh): the same bytes as through
-    the lane groups', whose outputs are pyhmmer's; the cases' models span Q < 8 (fewer parts than
-    a warp has) to M ≥ 100 (Forward's early exit)."""
+@pytest.mark.parametrize("threshold", ["WIDE_PAIR_CELLS", "WIDE_ENVELOPE_CELLS"])
+def test_items_on_a_warp_give_the_lane_groups_outputs(tail_cases, monkeypatch, threshold):
+    """Every pair's parsers, or every envelope, on a warp (kernels/tail/wide.cuh): the same bytes
+    as on the lane groups, whose outputs are pyhmmer's; the cases' models span Q < 8 (fewer parts
+    than a warp has) to M ≥ 100 (Forward's early exit)."""
     batch = _default_batch(tail_cases)
     nodes = batch.nodes()
     assert nodes.min() < 29 and nodes.max() >= 100
     expected = run_batch(batch)
-    monkeypatch.setattr(launch, "WIDE_PAIR_CELLS", 0)
+    monkeypatch.setattr(launch, threshold, 0)
     device = HostDevice()
     outputs = schedule.run(batch, device, 1 << 30)
-    assert (schedule.PARSE_WIDE, len(batch.pairs)) in device.launched
-    assert outputs["items"]["pairs_on_warps"] == len(batch.pairs) and expected["items"]["pairs_on_warps"] == 0
+    wide = {"WIDE_PAIR_CELLS": schedule.PARSE_WIDE, "WIDE_ENVELOPE_CELLS": schedule.ENVELOPES_WIDE}[threshold]
+    items = len(batch.pairs) if wide == schedule.PARSE_WIDE else outputs["items"]["envelopes"]
+    assert (wide, items) in device.launched
     for name in ("status", "hits", "records", "record_offsets"):
         assert outputs[name].tobytes() == expected[name].tobytes(), name
 

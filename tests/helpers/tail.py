@@ -109,12 +109,13 @@ extern "C" void tail_stage(const Tail *t, int stage, int count) {
     for (int item = 0; item < count; item++) {
         if (stage == 0) run_lane_group([&](const LaneGroup &g) { parse_pair(t, t->nwide + item, g); });
         else if (stage == 1) run_lane_group([&](const LaneGroup &g) { region_forward_item(t, item, g); });
-        else if (stage == 2) run_lane_group([&](const LaneGroup &g) { rescore_envelope(t, item, g); });
+        else if (stage == 2) run_lane_group([&](const LaneGroup &g) { rescore_envelope(t, t->nwide + item, g); });
         else if (stage == 3) assemble_pair(t, item);
         else if (stage == 4) serialize_pair(t, item);
         else if (stage == 5) region_traces_item(t, item, this_warp());
         else if (stage == 6) region_envelopes_item(t, item, this_warp());
-        else run_wide_group([&](const WideGroup &w) { parse_pair(t, item, w); });
+        else if (stage == 7) run_wide_group([&](const WideGroup &w) { parse_pair(t, item, w); });
+        else run_wide_group([&](const WideGroup &w) { rescore_envelope(t, item, w); });
     }
 }
 """

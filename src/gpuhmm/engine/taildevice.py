@@ -33,7 +33,17 @@ class TailDevice:
 
     KERNELS = tuple(
         f"gpuhmm::tail_{s}"
-        for s in ("parse", "regions", "envelopes", "assemble", "serialize", "traces", "clusters", "parse_wide")
+        for s in (
+            "parse",
+            "regions",
+            "envelopes",
+            "assemble",
+            "serialize",
+            "traces",
+            "clusters",
+            "parse_wide",
+            "envelopes_wide",
+        )
     )
     THREADS = 64
 

@@ -276,19 +276,22 @@ ARENA_BUDGET = 16 << 30
 #: Calls a GPU runs at once, from the threads of a worker that share it.
 CALLS_AT_ONCE = 4
 #: Threads per item of each kernel (parse, regions, envelopes, assemble, serialize, traces,
-#: clusters, the wide parse). A pair's parsers and an envelope get 8, the first 4 a lane group,
-#: and go 4 to a warp (SAME_MODEL_ITEMS); the pairs of WIDE_PAIR_CELLS a warp. The regions'
+#: clusters, the wide parse and envelopes). A pair's parsers and an envelope get 8, the first 4 a
+#: lane group, and go 4 to a warp (SAME_MODEL_ITEMS); the longest pairs and envelopes a warp. The regions'
 #: Forward, traces and clustering get a warp each so that their divergent serial code does not
 #: serialize a warp (its first 4 threads run the regions' Forward as a lane group; all 32 the
 #: traces' null2 sums and the link tests); otherwise the first thread works.
-THREADS_PER_ITEM = (8, 32, 8, 1, 1, 32, 32, 32)
+THREADS_PER_ITEM = (8, 32, 8, 1, 1, 32, 32, 32, 32)
 #: Consecutive items of each kernel that run side by side as one unit: a warp's lane groups on
 #: problems of one model, similar in length (schedule.py orders them so), which step through
 #: the same rows and read the same model vectors (`benchmarks/tail.py`).
-SAME_MODEL_ITEMS = (4, 1, 4, 1, 1, 1, 1, 1)
+SAME_MODEL_ITEMS = (4, 1, 4, 1, 1, 1, 1, 1, 1)
 #: Pairs of at least this many striped cells a lane (target length × Q) run their parsers on a
 #: warp each, beside the others (kernels/tail/wide.cuh): their serial chains would outlast them.
 WIDE_PAIR_CELLS = 50_000
+#: Envelopes of at least this many striped cells a lane (their residues × Q) are rescored on a
+#: warp each, beside the others.
+WIDE_ENVELOPE_CELLS = 25_000
 #: Pairs per call at most: a call's outputs stay within a few hundred MB.
 PAIRS_PER_CALL = 65536
 

@@ -24,7 +24,7 @@ from . import launch
 from .launch import ENVELOPE_TASK_DTYPE, MAX_DOMAINS, MAX_ENVELOPES, OK, REGION_DTYPE, REGION_TASK_DTYPE
 
 # The kernels, by launch.THREADS_PER_ITEM's index; stage 2 is REGIONS, TRACES then CLUSTERS.
-PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE = range(8)
+PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE, ENVELOPES_WIDE = range(9)
 _EACH_REGION = 1 + 2 * MAX_ENVELOPES  # stage 2's output ints per region: the count, then (i, j)
 _LAST = np.iinfo(np.int64).max  # a sort key that puts an unused slot last
 
@@ -55,14 +55,17 @@ def _in_units(xp, cost, model, group):
     return order[positions[positions < n]]
 
 
-def _pair_order(cells, model):
-    """Stage 1's order and how many pairs open it: those of launch.WIDE_PAIR_CELLS striped cells
-    a lane at least, costliest first, then the others in units (`_in_units`)."""
-    wide = cells >= launch.WIDE_PAIR_CELLS
-    first = np.flatnonzero(wide)[np.argsort(-cells[wide], kind="stable")]
-    rest = np.flatnonzero(~wide)
-    rest = rest[_in_units(np, cells[rest], model[rest], launch.SAME_MODEL_ITEMS[PARSE])]
-    return np.concatenate([first, rest]).astype(np.int32), len(first)
+def _wide_first(xp, cost, wide, model, group):
+    """An order of items: the `wide` ones (a warp each), costliest first, then the others in
+    units of `group` (`_in_units`)."""
+    first = xp.flatnonzero(wide)[xp.argsort(-cost[wide], kind="stable")]
+    rest = xp.flatnonzero(~wide)
+    return xp.concatenate([first, rest[_in_units(xp, cost[rest], model[rest], group)]])
+
+
+def _striped_cells(residues, nodes, xp=np):
+    """Residues × Q, the striped vectors of a lane's row: a lane's chain of cells."""
+    return residues * xp.maximum(2, -(-nodes // 4))
 
 
 def _pack(low, high):
@@ -83,14 +86,17 @@ class _Run:
         self.put(**batch.inputs())
         self.put(models=batch.models.table([device.address(device.resident(p)) for p in batch.models.pieces]))
         offsets = np.concatenate([[0], np.cumsum(launch.space_bytes(L, M))])
-        pair_order, self.nwide = _pair_order(L * np.maximum(2, -(-M // 4)), batch.pairs["model"])
+        cells = _striped_cells(L, M)
+        wide = cells >= launch.WIDE_PAIR_CELLS
+        self.nwide = int(wide.sum())
+        pair_order = _wide_first(np, cells, wide, batch.pairs["model"], launch.SAME_MODEL_ITEMS[PARSE])
         # A region spans 2 residues at least; the kernel fails a pair whose regions do not fit.
         self.region_capacity = int(min((L // 2 + 1).sum(), np.iinfo(np.int32).max // REGION_DTYPE.itemsize))
         self.place("space", device.empty(int(offsets[-1])))
         self.place("regions", device.empty(self.region_capacity * REGION_DTYPE.itemsize))
         self.put(
             space_offsets=offsets[:-1].astype(np.uint64),
-            pair_order=pair_order,
+            pair_order=pair_order.astype(np.int32),
             state=np.zeros(npairs, launch.STATE_DTYPE),
             nfound=np.zeros(1, np.int32),
             nodes=M,
@@ -136,10 +142,11 @@ class _Run:
         """Device arrays to the host, after one wait."""
         return self.device.fetch(arrays)
 
-    def in_launches(self, stage, tasks, sizes, total, budget, outputs):
+    def in_launches(self, stage, tasks, sizes, total, budget, outputs, wide=0):
         """Stage `stage` over `tasks` (int64 rows, their struct's bytes; costliest first) whose
-        arenas are `sizes` bytes (`total` in all), in as few launches as `budget` allows;
-        `outputs` {field: (device array, its items per task)} are sliced along with the tasks."""
+        arenas are `sizes` bytes (`total` in all), in as few launches as `budget` allows, the
+        first `wide` on a warp each (`_WIDE`); `outputs` {field: (device array, its items per
+        task)} are sliced along with the tasks."""
         name = "region_tasks" if stage == REGIONS else "envelope_tasks"
         chunks = [(0, len(tasks), 0, total)]
         if total > budget:  # sizes are read back only here, for the launches' bounds
@@ -153,8 +160,11 @@ class _Run:
             for field, (array, each) in outputs.items():
                 self.keep(**{field: array[start * each : stop * each]})
             self.place("arena", self.device.empty(end - base))
+            self.struct.nwide = on_warps = min(max(wide - start, 0), stop - start)
+            if on_warps:
+                self.launch(_WIDE[stage], on_warps, beside=True)
             for kernel in _KERNELS[stage]:
-                self.launch(kernel, stop - start)
+                self.launch(kernel, stop - start - on_warps)
             self.place("arena", None)
 
 
@@ -162,6 +172,7 @@ class _Run:
 # each stage, in order, over the same tasks and arenas.
 _SCRATCH = {REGIONS: 2, ENVELOPES: 3}
 _KERNELS = {REGIONS: (REGIONS, TRACES, CLUSTERS), ENVELOPES: (ENVELOPES,)}
+_WIDE = {ENVELOPES: ENVELOPES_WIDE}
 
 
 def run(batch, device, budget):
@@ -208,7 +219,13 @@ def _envelopes(tail, regions, budget):
         by_size[:, 3] = xp.cumsum(by_size[:, 4]) - by_size[:, 4]
         done = xp.zeros((n, size), np.uint8)
         tail.in_launches(
-            ENVELOPES, by_size, by_size[:, 4], envelopes.bytes, budget, dict(rescored=(done.reshape(-1), size))
+            ENVELOPES,
+            by_size,
+            by_size[:, 4],
+            envelopes.bytes,
+            budget,
+            dict(rescored=(done.reshape(-1), size)),
+            envelopes.nwide,
         )
         envelopes.rescored[envelopes.largest] = done
     return envelopes
@@ -293,7 +310,9 @@ def _envelope_tasks(tail, regions):
     columns = ENVELOPE_TASK_DTYPE.itemsize // 8
     if not nfound:
         empty = xp.zeros(0, np.int64)
-        return SimpleNamespace(tasks=xp.zeros((0, columns), np.int64), pair=empty, largest=empty, bytes=0, text_bytes=0)
+        return SimpleNamespace(
+            tasks=xp.zeros((0, columns), np.int64), pair=empty, largest=empty, bytes=0, text_bytes=0, nwide=0
+        )
     row = regions.row
     sampled = regions.sampled
     each = xp.where(row >= 0, sampled[xp.maximum(row, 0), 0], 1)
@@ -315,8 +334,11 @@ def _envelope_tasks(tail, regions):
     tasks = xp.zeros((most, columns), np.int64)  # pair | region << 32, i | j << 32, clustered, ...
     tasks[:, 0], tasks[:, 1], tasks[:, 2] = _pack(pair, regions.index[owner]), _pack(env_i, env_j), from_stage_2
     tasks[:, 4], tasks[:, 5], tasks[:, 6] = arena, text_ends - text, text
-    counts = xp.stack([ends[-1], arena.sum(), text_ends[-1]])
-    n, total, text_total = (int(v) for v in tail.fetch(counts)[0])
+    wide = real & (_striped_cells(Ld, M, xp) >= launch.WIDE_ENVELOPE_CELLS)
+    counts = xp.stack([ends[-1], arena.sum(), text_ends[-1], wide.sum()])
+    n, total, text_total, nwide = (int(v) for v in tail.fetch(counts)[0])
     model = tail.view("pair_model", np.int32)[pair[:n]]
-    largest = _in_units(xp, arena[:n], model, launch.SAME_MODEL_ITEMS[ENVELOPES])
-    return SimpleNamespace(tasks=tasks[:n], pair=pair[:n], largest=largest, bytes=total, text_bytes=text_total)
+    largest = _wide_first(xp, arena[:n], wide[:n], model, launch.SAME_MODEL_ITEMS[ENVELOPES])
+    return SimpleNamespace(
+        tasks=tasks[:n], pair=pair[:n], largest=largest, bytes=total, text_bytes=text_total, nwide=nwide
+    )

@@ -2,7 +2,8 @@
 // Backward parser matrices, and p7_Decoding on full matrices (tests/oracle/decoding.py).
 //
 // Thread → data: one thread decodes one pair's parser matrices (domain_decoding), serially, row
-// after row; a lane group decodes one envelope's full matrices (decoding), thread z lane z.
+// after row; a lane group or a warp decodes one envelope's full matrices (decoding), each thread
+// lane z of its vectors.
 // Lane width: 4 float32 lanes (f4); every lane is the same scalar product, lane by lane.
 // Rounding: every product is float32 in HMMER's left-to-right order, ((F·B)·scale)·product; the
 // running scale product and the cumulative B and E occupancies are strictly sequential float32;
@@ -62,14 +63,16 @@ struct Posteriors {
 };
 
 // p7_Decoding from the full unihit Forward and Backward matrices of an envelope, by the lane group
-// g: thread z decodes lane z of every vector, thread 0 the N, J and C rows; the group is
-// synchronized when it returns. Sets pp->L and pp->Q. Works in place (pp->M == bck->M, pp->I ==
+// or warp g: each thread decodes lane z of its vectors, the one that `leads` the N, J and C rows;
+// the group is synchronized when it returns. Sets pp->L and pp->Q. Works in place (pp->M == bck->M, pp->I ==
 // bck->I, as HMMER decodes into the Backward matrix): each cell is read before it is written.
 // TAIL_RANGE, with pp untouched, where the scale product overflows (the reference's None: the
 // envelope is dropped).
-TAIL_FN int decoding(const LaneGroup &g, const SpecialTransitions *xf, const Matrix *fwd, const Matrix *bck,
+template <class Group>
+TAIL_FN int decoding(const Group &g, const SpecialTransitions *xf, const Matrix *fwd, const Matrix *bck,
                      Posteriors *pp) {
     const int L = fwd->L, Q = fwd->Q, z = g.z;
+    const WideRange r = wide_range(g, Q);
     const float start = 1.0f / decoding_x(bck, 0, X_N);
     // First pass: only the final product decides the overflow, before anything is written.
     float product = start;
@@ -78,17 +81,17 @@ TAIL_FN int decoding(const LaneGroup &g, const SpecialTransitions *xf, const Mat
 
     pp->L = L;
     pp->Q = Q;
-    for (int q = 0; q < Q; q++) pp->M[q].v[z] = pp->I[q].v[z] = 0.0f;
-    if (z == 0) pp->N[0] = pp->J[0] = pp->C[0] = 0.0f;
+    for (int q = r.q0; q < r.q1; q++) pp->M[q].v[z] = pp->I[q].v[z] = 0.0f;
+    if (leads(g)) pp->N[0] = pp->J[0] = pp->C[0] = 0.0f;
     product = start;  // the product before row i's own update
     for (int i = 1; i <= L; i++) {
         const float row_scale = product * decoding_x(fwd, i, X_SCALE);
-        for (int q = 0; q < Q; q++) {
+        for (int q = r.q0; q < r.q1; q++) {
             const int at = i * Q + q;
             pp->M[at].v[z] = (fwd->M[at].v[z] * bck->M[at].v[z]) * row_scale;
             pp->I[at].v[z] = (fwd->I[at].v[z] * bck->I[at].v[z]) * row_scale;
         }
-        if (z == 0) {
+        if (leads(g)) {
             pp->N[i] = ((decoding_x(fwd, i - 1, X_N) * decoding_x(bck, i, X_N)) * xf->loop) * product;
             pp->J[i] = ((decoding_x(fwd, i - 1, X_J) * decoding_x(bck, i, X_J)) * xf->loop) * product;
             pp->C[i] = ((decoding_x(fwd, i - 1, X_C) * decoding_x(bck, i, X_C)) * xf->loop) * product;

@@ -13,11 +13,11 @@
 // odds; a domain's correction is the in-order float32 sum of its residues' null2 scores.
 #pragma once
 #include "decoding.cuh"
-#include "fwdback.cuh"
 #include "null2.cuh"
 #include "optacc.cuh"
 #include "spensemble.cuh"
 #include "stotrace.cuh"
+#include "wide.cuh"
 
 namespace gpuhmm::tail {
 
@@ -131,11 +131,12 @@ TAIL_FN int display(const Profile *om, const Annotation *ann, const unsigned cha
 // rescore_isolated_domain: envelope i..j in unihit mode. Adds the domain to `def` unless posterior
 // decoding overflows (HMMER then drops the envelope). Without `null2_is_done`, sets the
 // envelope's null2 scores from its posteriors. The lane group `g` runs Forward, Backward, the
-// decoding, the null2 odds and the optimal accuracy fill; its thread 0 alone goes on (the trace,
-// the display), and its status is the envelope's.
-TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const Annotation *ann,
-                                    const unsigned char *dsq, int L, int i, int j, int null2_is_done, float *n2sc,
-                                    Definition *def, Arena *arena) {
+// decoding, the null2 odds and the optimal accuracy fill (or a warp does, for the longest); the
+// thread that `leads` alone goes on (the trace, the display), and its status is the envelope's.
+template <class Group>
+TAIL_FN int rescore_isolated_domain(const Group &g, const Profile *om, const Annotation *ann, const unsigned char *dsq,
+                                    int L, int i, int j, int null2_is_done, float *n2sc, Definition *def,
+                                    Arena *arena) {
     const SpecialTransitions xf = reconfigured(L, 0);
     const int Ld = j - i + 1, Q = om->Q;
     const unsigned char *residues = dsq + i - 1;
@@ -150,9 +151,9 @@ TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const
     pp.C = (float *)arena_alloc(arena, sizeof(float) * (Ld + 1));
     if (arena->overflow) return TAIL_CAPACITY;
     float envsc;
-    int status = group_forward(g, om, residues, Ld, &xf, &fwd, scratch, &envsc);
+    int status = any_forward(g, om, residues, Ld, &xf, &fwd, scratch, &envsc);
     if (status != TAIL_OK) return status;
-    status = group_backward(g, om, residues, Ld, &xf, &fwd, &bck, scratch);
+    status = any_backward(g, om, residues, Ld, &xf, &fwd, &bck, scratch);
     if (status != TAIL_OK) return status;
     pp.L = Ld, pp.Q = Q, pp.M = bck.M, pp.I = bck.I;  // decoded in place, as HMMER does
     if (decoding(g, &xf, &fwd, &bck, &pp) != TAIL_OK) {
@@ -163,7 +164,7 @@ TAIL_FN int rescore_isolated_domain(const LaneGroup &g, const Profile *om, const
     if (def->ndom == def->capacity) return TAIL_CAPACITY;
     if (!null2_is_done) null2_by_expectation(g, om, &pp, scratch, null2);  // set in n2sc at the end
     const float oasc = optimal_accuracy(g, om, &xf, &pp, &fwd);  // the Forward matrix holds the OA matrix
-    if (g.z != 0) return TAIL_OK;
+    if (!leads(g)) return TAIL_OK;
     d->oasc = oasc;
     status = oa_trace(om, &xf, &pp, &fwd, &tr);
     if (status != TAIL_OK) return status;

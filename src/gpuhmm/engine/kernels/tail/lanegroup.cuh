@@ -213,4 +213,122 @@ TAIL_FN float from_right(const LaneGroup &g, float value) {
     return g.z < 3 ? out : 0.0f;
 }
 
+
+// What follows serves both: a group's part of a row of Q striped vectors and the steps that
+// cross parts, so that one source runs a DP on a lane group (one part: lane z's whole row) or on
+// a warp.
+
+// This thread's vectors q0 .. q1 − 1 of a row: a lane group's whole row.
+struct WideRange {
+    int parts, q0, q1;
+};
+
+TAIL_FN WideRange wide_range(const LaneGroup &, int Q) {
+    WideRange r = {1, 0, Q};
+    return r;
+}
+
+TAIL_FN int leads(const LaneGroup &g) { return g.z == 0; }
+TAIL_FN int leads(const WideGroup &w) { return w.z == 0 && w.part == 0; }
+
+// The value of the cell before q0 in this lane's serial order (`fill` in lane 0's first).
+TAIL_FN float wide_before(const LaneGroup &g, const WideRange &, float last, float fill = 0.0f) {
+    return from_left(g, last, fill);
+}
+
+// The value of the cell after q1 − 1 (0 past lane 3's last).
+TAIL_FN float wide_after(const LaneGroup &g, const WideRange &, float first) { return from_right(g, first); }
+
+// segment(value) over this thread's vectors, in each lane's order.
+template <class Segment>
+TAIL_FN float wide_chain(const LaneGroup &, const WideRange &, int, float value, Segment segment) {
+    return segment(value);
+}
+
+TAIL_FN float wide_from_left(const LaneGroup &g, float value, float fill = 0.0f) { return from_left(g, value, fill); }
+TAIL_FN float wide_from_right(const LaneGroup &g, float value) { return from_right(g, value); }
+
+// A value the lane's last (or first) part holds, in every thread of the lane.
+TAIL_FN float wide_last(const LaneGroup &, const WideRange &, float value) { return value; }
+TAIL_FN float wide_first(const LaneGroup &, float value) { return value; }
+
+TAIL_FN float wide_hsum(const LaneGroup &g, float value) { return g.hsum(value); }
+TAIL_FN float wide_max(const LaneGroup &g, float value) { return lanes_max(g, value); }
+
+TAIL_CONST int WIDE_PARTS = 8;
+
+// A warp's parts of a row: min(WIDE_PARTS, Q), thread (z, part) lane z's part-th range (empty
+// for threads past them).
+
+TAIL_FN WideRange wide_range(const WideGroup &w, int Q) {
+    const int parts = Q < WIDE_PARTS ? Q : WIDE_PARTS;
+    WideRange r = {parts, Q, Q};
+    if (w.part < parts) r.q0 = w.part * Q / parts, r.q1 = (w.part + 1) * Q / parts;
+    return r;
+}
+
+// The value of the cell before q0 in this lane's serial order: the previous part's `last`, or for
+// part 0 the last part's of lane z − 1 (`fill` in lane 0), as esl_sse_rightshift_float brings it.
+TAIL_FN float wide_before(const WideGroup &w, const WideRange &r, float last, float fill = 0.0f) {
+    const int first = w.part == 0;
+    float value = w.from(last, first ? (w.z > 0 ? w.z - 1 : 0) : w.z, first ? r.parts - 1 : w.part - 1);
+    return first && w.z == 0 ? fill : value;
+}
+
+// The value of the cell after q1 − 1: the next part's `first`, or for the last part the first
+// part's of lane z + 1 (0 in lane 3), as the left shift brings it.
+TAIL_FN float wide_after(const WideGroup &w, const WideRange &r, float first) {
+    const int last = w.part == r.parts - 1;
+    float value = w.from(first, last ? (w.z < 3 ? w.z + 1 : 3) : w.z, last ? 0 : w.part + 1);
+    return last && w.z == 3 ? 0.0f : value;
+}
+
+// segment(value) run by each part of every lane in turn (part 0 first, or the last part first
+// when `descending`), each from the value its lane's part before it returned; every thread of
+// lane z gets its lane's final value.
+template <class Segment>
+TAIL_FN float wide_chain(const WideGroup &w, const WideRange &r, int descending, float value, Segment segment) {
+    for (int step = 0; step < r.parts; step++) {
+        const int turn = descending ? r.parts - 1 - step : step;
+        const float out = w.part == turn ? segment(value) : 0.0f;
+        value = w.from(out, w.z, turn);
+    }
+    return value;
+}
+
+// esl_sse_hsum_ps of the lanes' values (every thread of a lane holds its lane's).
+TAIL_FN float wide_hsum(const WideGroup &w, float value) {
+    float a0 = w.from(value, 0, w.part), a1 = w.from(value, 1, w.part);
+    float a2 = w.from(value, 2, w.part), a3 = w.from(value, 3, w.part);
+    return (a0 + a1) + (a2 + a3);
+}
+
+// The value lane z − 1 holds (`fill` in lane 0), or lane z + 1 (0 in lane 3).
+TAIL_FN float wide_from_left(const WideGroup &w, float value, float fill = 0.0f) {
+    float out = w.from(value, w.z > 0 ? w.z - 1 : 0, w.part);
+    return w.z > 0 ? out : fill;
+}
+
+TAIL_FN float wide_from_right(const WideGroup &w, float value) {
+    float out = w.from(value, w.z < 3 ? w.z + 1 : 3, w.part);
+    return w.z < 3 ? out : 0.0f;
+}
+
+
+// A value the lane's last (or first) part holds, in every thread of the lane.
+TAIL_FN float wide_last(const WideGroup &w, const WideRange &r, float value) { return w.from(value, w.z, r.parts - 1); }
+TAIL_FN float wide_first(const WideGroup &w, float value) { return w.from(value, w.z, 0); }
+
+// The largest of every thread's values, by halves of the warp (exact in any order, for values
+// without NaN).
+TAIL_FN float wide_max(const WideGroup &w, float value) {
+    float best = value;
+    for (int apart = 16; apart > 0; apart /= 2) {
+        const int other = (4 * w.part + w.z) ^ apart;
+        const float theirs = w.from(best, other & 3, other >> 2);
+        best = theirs > best ? theirs : best;
+    }
+    return best;
+}
+
 }  // namespace gpuhmm::tail

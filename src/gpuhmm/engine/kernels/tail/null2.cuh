@@ -3,7 +3,8 @@
 // one sampled domain used (tests/oracle/null2.py).
 //
 // Thread → data: the lanes of a warp split a sampled domain's residues x (by trace); a lane group
-// computes an envelope's odds (by expectation), thread z summing lane z.
+// or a warp computes an envelope's odds (by expectation), each thread summing lane z of its
+// vectors, the sums over a lane handed from part to part in q order.
 // Lane width: 4 float32 lanes (f4); the usage and odds sums run lane-wise over the striped
 // vectors q = 0..Q−1, then one horizontal sum (a0 + a1) + (a2 + a3).
 // Rounding: float32 throughout, in the reference's order: per-node usage sums run over rows in
@@ -34,25 +35,26 @@ TAIL_FN void null2_degenerate_odds(const Profile *om, float *null2) {
     null2[Kp - 1] = 1.0f;  // missing data
 }
 
-// p7_Null2_ByExpectation by the lane group g: the null2 odds (Kp floats, written by thread 0) of
-// the envelope whose posteriors are `pp` (rows 1..L): each node's expected M and I use summed
-// over rows, over L, thread z summing lane z. `scratch`: 2·Q f4.
-TAIL_FN void null2_by_expectation(const LaneGroup &g, const Profile *om, const Posteriors *pp, f4 *scratch,
-                                  float *null2) {
+// p7_Null2_ByExpectation by the lane group or warp g: the null2 odds (Kp floats, written by the
+// thread that `leads`) of the envelope whose posteriors are `pp` (rows 1..L): each node's
+// expected M and I use summed over rows, over L. `scratch`: 2·Q f4.
+template <class Group>
+TAIL_FN void null2_by_expectation(const Group &g, const Profile *om, const Posteriors *pp, f4 *scratch, float *null2) {
     const int Q = om->Q, L = pp->L, z = g.z;
+    const WideRange r = wide_range(g, Q);
     f4 *m_use = scratch, *i_use = scratch + Q;
-    for (int q = 0; q < Q; q++) {
+    for (int q = r.q0; q < r.q1; q++) {
         m_use[q].v[z] = pp->M[Q + q].v[z];
         i_use[q].v[z] = pp->I[Q + q].v[z];
     }
     for (int i = 2; i <= L; i++) {
-        for (int q = 0; q < Q; q++) {
+        for (int q = r.q0; q < r.q1; q++) {
             m_use[q].v[z] = m_use[q].v[z] + pp->M[i * Q + q].v[z];
             i_use[q].v[z] = i_use[q].v[z] + pp->I[i * Q + q].v[z];
         }
     }
     const float norm = 1.0f / (float)L;
-    for (int q = 0; q < Q; q++) {
+    for (int q = r.q0; q < r.q1; q++) {
         m_use[q].v[z] = m_use[q].v[z] * norm;
         i_use[q].v[z] = i_use[q].v[z] * norm;
     }
@@ -65,16 +67,18 @@ TAIL_FN void null2_by_expectation(const LaneGroup &g, const Profile *om, const P
     const float xfactor = (n * norm + c * norm) + j * norm;
     for (int x = 0; x < om->K; x++) {
         const f4 *odds = om->rfv + x * Q;
-        float sv = m_use[0].v[z] * odds[0].v[z];
-        sv = sv + i_use[0].v[z];
-        for (int q = 1; q < Q; q++) {
-            sv = sv + m_use[q].v[z] * odds[q].v[z];
-            sv = sv + i_use[q].v[z];
-        }
-        const float total = g.hsum(sv) + xfactor;
-        if (z == 0) null2[x] = total;
+        const float sv = wide_chain(g, r, 0, 0.0f, [&](float sum) {
+            for (int q = r.q0; q < r.q1; q++) {
+                const float used = m_use[q].v[z] * odds[q].v[z];
+                sum = q == 0 ? used : sum + used;
+                sum = sum + i_use[q].v[z];
+            }
+            return sum;
+        });
+        const float total = wide_hsum(g, sv) + xfactor;
+        if (leads(g)) null2[x] = total;
     }
-    if (z == 0) null2_degenerate_odds(om, null2);
+    if (leads(g)) null2_degenerate_odds(om, null2);
 }
 
 // p7_Null2_ByTrace's odds of residues x = x0, x0 + dx, … < K, from the n nodes a domain used:

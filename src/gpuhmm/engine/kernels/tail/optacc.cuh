@@ -2,8 +2,9 @@
 // fill over an envelope's posterior probabilities, and p7_OATrace, its traceback with each
 // step's posterior (tests/oracle/optacc.py; the traceback loop is tests/oracle/trace.py:traced_back).
 //
-// Thread → data: a lane group fills one envelope's matrix row after row, thread z lane z of every
-// vector (the shifts exchanged between threads); one thread traces it back.
+// Thread → data: a lane group or a warp fills one envelope's matrix row after row, each thread
+// lane z of its vectors (the shifts and the D→D carries exchanged between threads); one thread
+// traces it back.
 // Lane width: 4 float32 lanes (f4) of striped vectors; the D→D carry runs q = 0..Q−1 in order.
 // Rounding: the fill's only rounding is the float32 sum of a best predecessor and a posterior;
 // maxima and masks are exact. As HMMER: a zero transition masks its predecessor to +0.0 (SSE
@@ -31,17 +32,20 @@ TAIL_FN float oa_open(float t, float v) { return t > 0.0f ? v : 0.0f; }
 // C at row L, in every thread; the group is synchronized when it returns. `oa` may hold anything
 // before (the caller reuses the Forward matrix's storage): every cell is written. The specials
 // are computed alike in every thread, from the lanes' largest E (a maximum: exact in any order).
-TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const SpecialTransitions *xf,
-                               const Posteriors *pp, Matrix *oa) {
+template <class Group>
+TAIL_FN float optimal_accuracy(const Group &g, const Profile *om, const SpecialTransitions *xf, const Posteriors *pp,
+                               Matrix *oa) {
     const int L = pp->L, Q = om->Q, z = g.z;
+    const WideRange r = wide_range(g, Q);
+    const int q0 = r.q0, q1 = r.q1;
     const float neg_inf = oa_neg_inf();
     const f4 *tBM = om->tfv + T_BM * Q, *tMM = om->tfv + T_MM * Q, *tIM = om->tfv + T_IM * Q;
     const f4 *tDM = om->tfv + T_DM * Q, *tMD = om->tfv + T_MD * Q, *tMI = om->tfv + T_MI * Q;
     const f4 *tII = om->tfv + T_II * Q, *tDD = om->tfv + T_DD * Q;
 
-    for (int q = 0; q < Q; q++) oa->M[q].v[z] = oa->D[q].v[z] = oa->I[q].v[z] = neg_inf;
+    for (int q = q0; q < q1; q++) oa->M[q].v[z] = oa->D[q].v[z] = oa->I[q].v[z] = neg_inf;
     float xN = 0.0f, xJ = neg_inf, xB = 0.0f, xC = neg_inf;  // row i − 1's
-    if (z == 0) {
+    if (leads(g)) {
         float *X = oa->xmx;
         X[X_E] = neg_inf, X[X_N] = xN, X[X_J] = xJ, X[X_B] = xB, X[X_C] = xC, X[X_SCALE] = 0.0f;
     }
@@ -52,10 +56,10 @@ TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const Spec
         const f4 *ppM = pp->M + i * Q, *ppI = pp->I + i * Q;
 
         // M and I. Node k−1 of vector q is vector q−1; for q = 0, vector Q−1 shifted, −∞ in.
-        float mpv = from_left(g, Mp[Q - 1].v[z], neg_inf);
-        float ipv = from_left(g, Ip[Q - 1].v[z], neg_inf);
-        float dpv = from_left(g, Dp[Q - 1].v[z], neg_inf);
-        for (int q = 0; q < Q; q++) {
+        float mpv = wide_before(g, r, Mp[q1 - 1].v[z], neg_inf);
+        float ipv = wide_before(g, r, Ip[q1 - 1].v[z], neg_inf);
+        float dpv = wide_before(g, r, Dp[q1 - 1].v[z], neg_inf);
+        for (int q = q0; q < q1; q++) {
             float sv = oa_open(ro(&tBM[q].v[z]), xB);
             sv = oa_max(sv, oa_open(ro(&tMM[q].v[z]), mpv));
             sv = oa_max(sv, oa_open(ro(&tIM[q].v[z]), ipv));
@@ -68,31 +72,37 @@ TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const Spec
             dpv = Dp[q].v[z];
         }
 
-        // D: M(k)→D(k+1) lands one vector later; vector 0 gets M(Q−1) shifted, −∞ in.
-        Dc[0].v[z] = neg_inf;
-        for (int q = 1; q < Q; q++) Dc[q].v[z] = oa_open(ro(&tMD[q - 1].v[z]), Mc[q - 1].v[z]);
-        float dcv = from_left(g, oa_open(ro(&tMD[Q - 1].v[z]), Mc[Q - 1].v[z]), neg_inf);
+        // D: M(k)→D(k+1) lands one vector later; vector 0 gets M(Q−1) shifted, −∞ in (and the
+        // first vector of a part the previous part's last M).
+        const float shifted = wide_before(g, r, oa_open(ro(&tMD[q1 - 1].v[z]), Mc[q1 - 1].v[z]), neg_inf);
+        for (int q = q0; q < q1; q++)
+            Dc[q].v[z] = q == 0 ? neg_inf : q == q0 ? shifted : oa_open(ro(&tMD[q - 1].v[z]), Mc[q - 1].v[z]);
         // First D→D pass: the carry is each updated cell behind its DD.
-        for (int q = 0; q < Q; q++) {
-            Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
-            dcv = oa_open(ro(&tDD[q].v[z]), Dc[q].v[z]);
-        }
+        float dcv = wide_chain(g, r, 0, shifted, [&](float carry) {
+            for (int q = q0; q < q1; q++) {
+                Dc[q].v[z] = oa_max(carry, Dc[q].v[z]);
+                carry = oa_open(ro(&tDD[q].v[z]), Dc[q].v[z]);
+            }
+            return carry;
+        });
         // Three more passes carry only the shifted carry, masked by each DD it crosses.
         for (int pass = 0; pass < 3; pass++) {
-            dcv = from_left(g, dcv, neg_inf);
-            for (int q = 0; q < Q; q++) {
-                Dc[q].v[z] = oa_max(dcv, Dc[q].v[z]);
-                dcv = oa_open(ro(&tDD[q].v[z]), dcv);
-            }
+            dcv = wide_chain(g, r, 0, wide_from_left(g, dcv, neg_inf), [&](float carry) {
+                for (int q = q0; q < q1; q++) {
+                    Dc[q].v[z] = oa_max(carry, Dc[q].v[z]);
+                    carry = oa_open(ro(&tDD[q].v[z]), carry);
+                }
+                return carry;
+            });
         }
 
         // E: the best M or D cell of the row, padded lanes included.
         float xE = neg_inf;
-        for (int q = 0; q < Q; q++) {
+        for (int q = q0; q < q1; q++) {
             xE = oa_max(xE, Mc[q].v[z]);
             xE = oa_max(xE, Dc[q].v[z]);
         }
-        xE = lanes_max(g, xE);
+        xE = wide_max(g, xE);
         float t1 = xf->loop == 0.0f ? 0.0f : xJ + pp->J[i];
         float t2 = xf->e_loop == 0.0f ? 0.0f : xE;
         xJ = t1 > t2 ? t1 : t2;
@@ -103,7 +113,7 @@ TAIL_FN float optimal_accuracy(const LaneGroup &g, const Profile *om, const Spec
         t1 = xf->move == 0.0f ? 0.0f : xN;
         t2 = xf->move == 0.0f ? 0.0f : xJ;
         xB = t1 > t2 ? t1 : t2;
-        if (z == 0) {
+        if (leads(g)) {
             float *Xc = oa->xmx + i * X_COUNT;
             Xc[X_E] = xE, Xc[X_N] = xN, Xc[X_J] = xJ, Xc[X_B] = xB, Xc[X_C] = xC, Xc[X_SCALE] = 0.0f;
         }

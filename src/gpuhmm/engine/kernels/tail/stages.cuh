@@ -83,7 +83,7 @@ struct Tail {
     Region *regions;  // the queue, `region_capacity` long; its length in *nfound
     int *nfound;
     int region_capacity;
-    int nwide;  // the first nwide pairs of pair_order run on a warp each (wide.cuh)
+    int nwide;  // the first nwide items of the launch run on a warp each (wide.cuh): pairs of pair_order, envelope tasks
     // Stages 2 and 3: `ntasks` items, arenas in `arena`.
     int ntasks;
     char *arena;
@@ -165,30 +165,6 @@ TAIL_FN PairSpace space_of(const Tail *t, int pair) {
     return pair_space(t->space + t->space_offsets[pair], L, t->models[t->pairs[pair].model].om.Q);
 }
 
-// The parsers by a lane group or by a warp, and the thread that goes on after them.
-TAIL_FN int forward_parser(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
-                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
-    return group_forward(g, om, dsq, L, xf, fwd, rows, score);
-}
-
-TAIL_FN int forward_parser(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
-                           const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
-    return wide_forward(w, om, dsq, L, xf, fwd, rows, score);
-}
-
-TAIL_FN int backward_parser(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
-                            const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
-    return group_backward(g, om, dsq, L, xf, fwd, bck, rows);
-}
-
-TAIL_FN int backward_parser(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
-                            const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
-    return wide_backward(w, om, dsq, L, xf, fwd, bck, rows);
-}
-
-TAIL_FN int leads(const LaneGroup &g) { return g.z == 0; }
-TAIL_FN int leads(const WideGroup &w) { return w.z == 0 && w.part == 0; }
-
 // Stage 1 for pair `pair_order[item]`, by the lane group or warp `g`: p7_ForwardParser, the F3
 // test, p7_BackwardParser, then in its first thread p7_DomainDecoding and the regions. A region
 // that does not fit the queue fails the pair.
@@ -203,9 +179,9 @@ TAIL_FN void parse_pair(const Tail *t, int item, const Group &g) {
     const SpecialTransitions multihit = reconfigured(L, 1);
     float fwdsc = 0.0f;
     int passed = 0;
-    int status = forward_parser(g, om, dsq, L, &multihit, &s.fwd, s.rows, &fwdsc);
+    int status = any_forward(g, om, dsq, L, &multihit, &s.fwd, s.rows, &fwdsc);
     if (status == TAIL_OK) status = forward_filter(om, fwdsc, task->filter_score, t->settings.F3, &passed);
-    if (status == TAIL_OK && passed) status = backward_parser(g, om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
+    if (status == TAIL_OK && passed) status = any_backward(g, om, dsq, L, &multihit, &s.fwd, &s.bck, s.rows);
     if (!leads(g)) return;
     PairState *state = t->state + p;
     state->passed = passed, state->fwdsc = fwdsc;
@@ -290,8 +266,10 @@ TAIL_FN void region_envelopes_item(const Tail *t, int item, const Warp &warp) {
     for (int e = 0; e < nenv; e++) out[1 + 2 * e] = r.envelopes[e].i, out[2 + 2 * e] = r.envelopes[e].j;
 }
 
-// Stage 3 for envelope task `item`, by the lane group g: rescore_isolated_domain, into one Domain.
-TAIL_FN void rescore_envelope(const Tail *t, int item, const LaneGroup &g) {
+// Stage 3 for envelope task `item`, by the lane group or warp g: rescore_isolated_domain, into
+// one Domain.
+template <class Group>
+TAIL_FN void rescore_envelope(const Tail *t, int item, const Group &g) {
     const EnvelopeTask *task = t->envelope_tasks + item;
     const Model *model = t->models + t->pairs[task->pair].model;
     const Profile *om = &model->om;
@@ -307,7 +285,7 @@ TAIL_FN void rescore_envelope(const Tail *t, int item, const LaneGroup &g) {
     def.ndom = 0;
     int status = rescore_isolated_domain(g, om, &model->ann, dsq, L, task->i, task->j, task->clustered,
                                          space_of(t, task->pair).n2sc, &def, &arena);
-    if (g.z != 0) return;
+    if (!leads(g)) return;
     out->status = status;
     out->kept = def.ndom;
 }

@@ -6,8 +6,8 @@
 // costliest first) gets `spread` threads (launch.THREADS_PER_ITEM), of which the first runs it
 // serially in its own arena, the first 4 as a lane group for the parsers and the regions' and
 // envelopes' Forward and Backward matrices; `group` consecutive items of one model share a warp
-// (launch.SAME_MODEL_ITEMS). The longest pairs' parsers take a warp each (tail_parse_wide),
-// launched beside tail_parse. The traces and the
+// (launch.SAME_MODEL_ITEMS). The longest pairs' parsers and envelopes take a warp each
+// (tail_parse_wide, tail_envelopes_wide), launched beside tail_parse and tail_envelopes. The traces and the
 // clusters take a warp a region: lane 0 draws the chain of traces, which is one sequence, and
 // the lanes split the null2 sums between traces and the link tests (32 regions a warp, one a
 // lane, would diverge at every step). Lane width: HMMER's 4 float32 lanes, as loops
@@ -20,7 +20,7 @@
 namespace gpuhmm {
 
 // The kernels' indices in schedule.py, for the item clocks.
-enum { PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE };
+enum { PARSE, REGIONS, ENVELOPES, ASSEMBLE, SERIALIZE, TRACES, CLUSTERS, PARSE_WIDE, ENVELOPES_WIDE };
 
 __device__ unsigned long long tail_now() {
     unsigned long long ns;
@@ -88,9 +88,17 @@ __global__ void tail_clusters(const tail::Tail *t, int spread, int group) {
              [&](int item) { tail::region_envelopes_item(t, item, tail::this_warp()); });
 }
 
+// Stage 3: the envelope tasks past the launch's first t->nwide, a lane group each.
 __global__ void tail_envelopes(const tail::Tail *t, int spread, int group) {
     tail_run(t, ENVELOPES, t->ntasks, spread, group, 4,
-             [&](int item) { tail::rescore_envelope(t, item, tail::warp_lane_group()); });
+             [&](int item) { tail::rescore_envelope(t, t->nwide + item, tail::warp_lane_group()); });
+}
+
+// Stage 3 for the launch's first t->nwide envelope tasks, the longest: a warp each, beside
+// tail_envelopes.
+__global__ void tail_envelopes_wide(const tail::Tail *t, int spread, int group) {
+    tail_run(t, ENVELOPES_WIDE, t->ntasks, spread, group, 32,
+             [&](int item) { tail::rescore_envelope(t, item, tail::warp_wide_group()); });
 }
 
 __global__ void tail_assemble(const tail::Tail *t, int spread, int group) {

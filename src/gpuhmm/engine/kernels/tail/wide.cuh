@@ -16,69 +16,8 @@
 
 namespace gpuhmm::tail {
 
-TAIL_CONST int WIDE_PARTS = 8;
-
-// This thread's q range of a row of Q vectors, cut into min(WIDE_PARTS, Q) parts (empty for
-// threads past them).
-struct WideRange {
-    int parts, q0, q1;
-};
-
-TAIL_FN WideRange wide_range(const WideGroup &w, int Q) {
-    const int parts = Q < WIDE_PARTS ? Q : WIDE_PARTS;
-    WideRange r = {parts, Q, Q};
-    if (w.part < parts) r.q0 = w.part * Q / parts, r.q1 = (w.part + 1) * Q / parts;
-    return r;
-}
-
-// The value of the cell before q0 in this lane's serial order: the previous part's `last`, or for
-// part 0 the last part's of lane z − 1 (`fill` in lane 0), as esl_sse_rightshift_float brings it.
-TAIL_FN float wide_before(const WideGroup &w, const WideRange &r, float last, float fill = 0.0f) {
-    const int first = w.part == 0;
-    float value = w.from(last, first ? (w.z > 0 ? w.z - 1 : 0) : w.z, first ? r.parts - 1 : w.part - 1);
-    return first && w.z == 0 ? fill : value;
-}
-
-// The value of the cell after q1 − 1: the next part's `first`, or for the last part the first
-// part's of lane z + 1 (0 in lane 3), as the left shift brings it.
-TAIL_FN float wide_after(const WideGroup &w, const WideRange &r, float first) {
-    const int last = w.part == r.parts - 1;
-    float value = w.from(first, last ? (w.z < 3 ? w.z + 1 : 3) : w.z, last ? 0 : w.part + 1);
-    return last && w.z == 3 ? 0.0f : value;
-}
-
-// segment(value) run by each part of every lane in turn (part 0 first, or the last part first
-// when `descending`), each from the value its lane's part before it returned; every thread of
-// lane z gets its lane's final value.
-template <class Segment>
-TAIL_FN float wide_chain(const WideGroup &w, const WideRange &r, int descending, float value, Segment segment) {
-    for (int step = 0; step < r.parts; step++) {
-        const int turn = descending ? r.parts - 1 - step : step;
-        const float out = w.part == turn ? segment(value) : 0.0f;
-        value = w.from(out, w.z, turn);
-    }
-    return value;
-}
-
-// esl_sse_hsum_ps of the lanes' values (every thread of a lane holds its lane's).
-TAIL_FN float wide_hsum(const WideGroup &w, float value) {
-    float a0 = w.from(value, 0, w.part), a1 = w.from(value, 1, w.part);
-    float a2 = w.from(value, 2, w.part), a3 = w.from(value, 3, w.part);
-    return (a0 + a1) + (a2 + a3);
-}
-
-// The value lane z − 1 holds (0 in lane 0), or lane z + 1 (0 in lane 3).
-TAIL_FN float wide_from_left(const WideGroup &w, float value) {
-    float out = w.from(value, w.z > 0 ? w.z - 1 : 0, w.part);
-    return w.z > 0 ? out : 0.0f;
-}
-
-TAIL_FN float wide_from_right(const WideGroup &w, float value) {
-    float out = w.from(value, w.z < 3 ? w.z + 1 : 3, w.part);
-    return w.z < 3 ? out : 0.0f;
-}
-
-// p7_ForwardParser, as group_forward with a parser matrix (`rows`: 6·Q vectors of scratch).
+// p7_ForwardParser (fwd->M null; `rows` then holds 6·Q vectors of scratch) or p7_Forward, as
+// group_forward.
 TAIL_FN int wide_forward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
                          const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
     const int Q = om->Q, z = w.z;
@@ -86,8 +25,9 @@ TAIL_FN int wide_forward(const WideGroup &w, const Profile *om, const unsigned c
     const int q0 = r.q0, q1 = r.q1;
     const f4 *t = om->tfv, *tDD = t + T_DD * Q, *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q;
     const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
-    const int stop_early = om->M >= 100;
+    const int stop_early = om->M >= 100, full = fwd->M != 0;
     f4 *Mp = rows, *Dp = rows + Q, *Ip = rows + 2 * Q, *Mc = rows + 3 * Q, *Dc = rows + 4 * Q, *Ic = rows + 5 * Q;
+    if (full) Mp = fwd->M, Dp = fwd->D, Ip = fwd->I;
     for (int q = q0; q < q1; q++) Mp[q].v[z] = Dp[q].v[z] = Ip[q].v[z] = 0.0f;
     float xN = 1.0f, xJ = 0.0f, xC = 0.0f, xB = xf->move, xE = 0.0f;
     const int leader = z == 0 && w.part == 0;
@@ -99,6 +39,7 @@ TAIL_FN int wide_forward(const WideGroup &w, const Profile *om, const unsigned c
     int certain = TAIL_OK;
     fwd->L = L, fwd->Q = Q, fwd->has_own_scales = 1;
     for (int i = 1; i <= L; i++) {
+        if (full) Mc = fwd->M + (tail_size_t)i * Q, Dc = fwd->D + (tail_size_t)i * Q, Ic = fwd->I + (tail_size_t)i * Q;
         const f4 *e = om->rfv + dsq[i - 1] * Q;
         float mpv = wide_before(w, r, mlast), ipv = wide_before(w, r, ilast), dpv = wide_before(w, r, dlast);
         float carry = 0.0f;
@@ -233,8 +174,8 @@ TAIL_FN float wide_backward_first_dd(const WideGroup &w, const WideRange &r, f4 
     return w.from(dcv, z, 0);
 }
 
-// p7_BackwardParser, as group_backward with a parser matrix (`rows`: 4·Q vectors of scratch),
-// with the scale factors of `fwd` until its own xB passes 1e16.
+// p7_BackwardParser (bck->M null; `rows`: 4·Q vectors of scratch) or p7_Backward, as
+// group_backward, with the scale factors of `fwd` until its own xB passes 1e16.
 TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
                           const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
     const int Q = om->Q, z = w.z;
@@ -243,7 +184,9 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
     const f4 *t = om->tfv;
     const f4 *tBM = t + T_BM * Q, *tMM = t + T_MM * Q, *tIM = t + T_IM * Q, *tDM = t + T_DM * Q;
     const f4 *tMD = t + T_MD * Q, *tMI = t + T_MI * Q, *tII = t + T_II * Q, *tDD = t + T_DD * Q;
+    const int full = bck->M != 0;
     f4 *emitted = rows, *Mc = rows + Q, *Dc = rows + 2 * Q, *Ic = rows + 3 * Q;
+    if (full) Mc = bck->M + (tail_size_t)L * Q, Dc = bck->D + (tail_size_t)L * Q, Ic = bck->I + (tail_size_t)L * Q;
     bck->L = L, bck->Q = Q;
 
     // Row L: every M and D may end at E, then D→D and M→D.
@@ -261,13 +204,16 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
         const f4 *e = om->rfv + dsq[i] * Q;  // residue i + 1
         for (int q = q0; q < q1; q++) emitted[q].v[z] = Mc[q].v[z] * ro(&e[q].v[z]);
         const float after = wide_after(w, r, q0 < q1 ? emitted[q0].v[z] : 0.0f);
+        f4 *Mn = Mc, *Dn = Dc, *In = Ic;  // row i: in place in a parser, its own row in a full matrix
+        if (full) Mn = bck->M + (tail_size_t)i * Q, Dn = bck->D + (tail_size_t)i * Q, In = bck->I + (tail_size_t)i * Q;
         for (int q = q1 - 1; q >= q0; q--) {
             float next = q + 1 < q1 ? emitted[q + 1].v[z] : after;
             float ic = Ic[q].v[z];
-            Ic[q].v[z] = (ic * ro(&tII[q].v[z])) + (next * model_successor(tIM, q, Q, z));
-            Dc[q].v[z] = next * model_successor(tDM, q, Q, z);
-            Mc[q].v[z] = (ic * ro(&tMI[q].v[z])) + (next * model_successor(tMM, q, Q, z));
+            In[q].v[z] = (ic * ro(&tII[q].v[z])) + (next * model_successor(tIM, q, Q, z));
+            Dn[q].v[z] = next * model_successor(tDM, q, Q, z);
+            Mn[q].v[z] = (ic * ro(&tMI[q].v[z])) + (next * model_successor(tMM, q, Q, z));
         }
+        Mc = Mn, Dc = Dn, Ic = In;
         float xBv = wide_chain(w, r, 1, 0.0f, [&](float sum) {
             for (int q = q1 - 1; q >= q0; q--) {
                 float term = emitted[q].v[z] * ro(&tBM[q].v[z]);
@@ -297,10 +243,33 @@ TAIL_FN int wide_backward(const WideGroup &w, const Profile *om, const unsigned 
         return sum;
     });
     const float xN = backward_first_row(xf, wide_hsum(w, xBv), x, z == 0 && w.part == 0, bck);
+    if (full)
+        for (int q = q0; q < q1; q++) bck->M[q].v[z] = bck->D[q].v[z] = bck->I[q].v[z] = 0.0f;
     bck->has_own_scales = own_scales;
     w.sync();
     if (L > 0 && is_range_error(xN)) return TAIL_RANGE;
     return TAIL_OK;
+}
+
+// Forward and Backward by a lane group or by a warp.
+TAIL_FN int any_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
+                        const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+    return group_forward(g, om, dsq, L, xf, fwd, rows, score);
+}
+
+TAIL_FN int any_forward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                        const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+    return wide_forward(w, om, dsq, L, xf, fwd, rows, score);
+}
+
+TAIL_FN int any_backward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
+                         const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
+    return group_backward(g, om, dsq, L, xf, fwd, bck, rows);
+}
+
+TAIL_FN int any_backward(const WideGroup &w, const Profile *om, const unsigned char *dsq, int L,
+                         const SpecialTransitions *xf, const Matrix *fwd, Matrix *bck, f4 *rows) {
+    return wide_backward(w, om, dsq, L, xf, fwd, bck, rows);
 }
 
 }  // namespace gpuhmm::tail
