@@ -98,9 +98,13 @@ def test_items_on_a_warp_give_the_lane_groups_outputs(tail_cases, monkeypatch, t
     monkeypatch.setattr(launch, threshold, 0)
     device = HostDevice()
     outputs = schedule.run(batch, device, 1 << 30)
-    wide = {"WIDE_PAIR_CELLS": schedule.PARSE_WIDE, "WIDE_ENVELOPE_CELLS": schedule.ENVELOPES_WIDE}[threshold]
-    items = len(batch.pairs) if wide == schedule.PARSE_WIDE else outputs["items"]["envelopes"]
+    wide, counted = {
+        "WIDE_PAIR_CELLS": (schedule.PARSE_WIDE, "pairs"),
+        "WIDE_ENVELOPE_CELLS": (schedule.ENVELOPES_WIDE, "envelopes"),
+    }[threshold]
+    items = outputs["items"][counted]
     assert (wide, items) in device.launched
+    assert outputs["items"][f"{counted}_on_warps"] == items and expected["items"][f"{counted}_on_warps"] == 0
     for name in ("status", "hits", "records", "record_offsets"):
         assert outputs[name].tobytes() == expected[name].tobytes(), name
 

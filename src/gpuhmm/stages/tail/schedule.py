@@ -188,7 +188,7 @@ def run(batch, device, budget):
     _assemble(tail, regions, envelopes)
     items = dict(
         pairs=tail.npairs, pairs_on_warps=tail.nwide, regions=regions.nfound, clustered=regions.nmulti,
-        envelopes=envelopes.n,
+        envelopes=envelopes.n, envelopes_on_warps=envelopes.nwide,
     )  # fmt: skip
     return dict(_serialize(tail), items=items)
 
