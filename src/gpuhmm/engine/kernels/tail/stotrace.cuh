@@ -13,9 +13,11 @@
 //
 // Rounding: each predecessor weight is one float32 product of a Forward cell and a transition
 // (C/J's E weight: (E(i) · t) · scale(i), left to right); FNorm is a Kahan float32 sum then one
-// float32 division per weight; FChoose sums the float weights in double. select_e multiplies
-// each cell by the float32 1/E(i) (a float32 product) and accumulates in double. Draws are
-// x / 2^32 in double after the uint32 step x ← 69069·x + 1.
+// float32 division per weight; FChoose sums the float weights in double and tests each cumulative
+// sum over the total, an IEEE double quotient (below_quotient divides only near the draw).
+// select_e multiplies each cell by the float32 1/E(i) (a float32 product) and accumulates in
+// double, testing the draw once a vector (the total never falls). Draws are x / 2^32 in double
+// after the uint32 step x ← 69069·x + 1.
 #pragma once
 #include "common.cuh"
 #include "trace.cuh"
@@ -71,21 +73,33 @@ TAIL_FN void vec_fnorm(float *path) {
     for (int z = 0; z < N; z++) path[z] = path[z] / total;
 }
 
+// Whether roll < fl(c / norm), IEEE's quotient, where c and norm are sums of at most four
+// float32 weights ≥ 0 (norm > 0) and roll a draw (0 or at least 2^−32), given inv = fl(1 / norm):
+// a product decides it outside a band of 2^−48 around roll, the division inside it (or for NaN).
+// Proof: q = fl(c · inv) is c/norm times 1 + θ, |θ| < 3u (u = 2^−53; such sums neither underflow
+// nor overflow). q > fl(roll·(1 + 2^−48)) puts c/norm above roll·(1 + 2^−49), over 8 ulps of roll
+// past it, so the quotient rounds above roll; q < fl(roll·(1 − 2^−48)) puts c/norm below roll, so
+// the quotient rounds to roll or below. For roll = 0, q > 0 means c > 0, and c/norm ≥ 2^−281
+// rounds above 0.
+TAIL_FN bool below_quotient(double roll, double c, double norm, double inv) {
+    const double q = c * inv;
+    if (q > roll * (1.0 + 0x1p-48)) return true;
+    if (q < roll * (1.0 - 0x1p-48)) return false;
+    return roll < c / norm;
+}
+
 // esl_rnd_FChoose on N weights: one draw; the first index whose double cumulative weight over the
-// double total exceeds it, or −1 when none does (weights that are not finite). The N quotients
-// are formed before any is tested, so that their divisions overlap.
+// double total exceeds it (below_quotient), or −1 when none does (weights that are not finite).
 template <int N>
 TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
     double roll = rng_random(r);
     double norm = 0.0, cumulative = 0.0;
     for (int z = 0; z < N; z++) norm += (double)path[z];
-    bool below[N];
+    const double inv = 1.0 / norm;
     for (int z = 0; z < N; z++) {
         cumulative += (double)path[z];
-        below[z] = roll < cumulative / norm;
+        if (below_quotient(roll, cumulative, norm, inv)) return z;
     }
-    for (int z = 0; z < N; z++)
-        if (below[z]) return z;
     return -1;
 }
 
@@ -198,20 +212,17 @@ TAIL_FN char sto_select_e(const StoSampler &s, Randomness *r, int i, int *k, Nod
         for (int q = 0; q < Q; q++) {
             f4 m_next = m, d_next = d;  // the next vectors load while these are tested
             if (q + 1 < Q) m_next = ro(M + q + 1), d_next = ro(D + q + 1);
-            for (int z = 0; z < 4; z++) {
-                total += (double)(m.v[z] * weight);
-                if (roll < total) {
-                    *k = z * Q + q + 1, *n = Node{q, z};
-                    return 'M';
-                }
-            }
-            for (int z = 0; z < 4; z++) {
-                total += (double)(d.v[z] * weight);
-                if (roll < total) {
-                    *k = z * Q + q + 1, *n = Node{q, z};
-                    return 'D';
-                }
-            }
+            double sums[8];  // the running total after each of the vector's M, then D cells
+            for (int z = 0; z < 4; z++) sums[z] = total = total + (double)(m.v[z] * weight);
+            for (int z = 0; z < 4; z++) sums[4 + z] = total = total + (double)(d.v[z] * weight);
+            // The terms are ≥ 0 or NaN, so the total never falls: unless its last value is at
+            // most the draw, the first of the eight to pass it is the reference's.
+            if (!(total <= roll))
+                for (int c = 0; c < 8; c++)
+                    if (roll < sums[c]) {
+                        *k = (c & 3) * Q + q + 1, *n = Node{q, c & 3};
+                        return c < 4 ? 'M' : 'D';
+                    }
             m = m_next, d = d_next;
         }
         if (!(total > before)) return 0;  // no progress (all zero, or NaN): it would never end
