@@ -22,7 +22,7 @@ from . import iterative, jackhmmer_options, local, streamed
 from ._host import available_cpus
 from .cluster import start_executor
 from .db import database as seqdb
-from .db import fasta, inputs, memory, models, stream
+from .db import fasta, inputs, memory, models, sources, stream
 from .errors import GpuhmmError
 from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 from .output import jackhmmer_report, merge, summary, tables
@@ -97,7 +97,7 @@ def hmmsearch(
     job = _Job.of("hmmsearch", models_file, sequences, *settings, formats=formats)
 
     def read(path):
-        hmms = _read_models(path, job.queries, allow_empty=bool(outputs.hits))
+        hmms = sources.query_models(path, job.queries, allow_empty=bool(outputs.hits))
         models.check_cutoffs(hmms, options.bit_cutoffs, job.queries)
         return hmms
 
@@ -127,7 +127,7 @@ def phmmer(
     queries, header = [], []
 
     def read(path):
-        found = _query_sequences(path, job.queries, formats.query)
+        found = sources.query_sequences(path, job.queries, formats.query)
         # phmmer reads its queries as protein, and skips a query without residues; its tables
         # open with the column header only where the file's first query has residues.
         queries.extend(query for query in found if len(query))
@@ -158,7 +158,7 @@ def hmmscan(
     settings = (options, outputs, engine, command, executor, read_ahead)
     job = _Job.of("hmmscan", models_file, sequences, *settings, formats=formats)
 
-    with _prepared(job, lambda path: _read_models(path, job.queries)) as run:
+    with _prepared(job, lambda path: sources.query_models(path, job.queries)) as run:
         log.info(
             "scan: %d sequence(s) in %d shard(s) × %d model(s); %s backend; %s",
             run.database.sequences,
@@ -228,7 +228,7 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
-        queries_path, sequences_path = (_readable(given, cleanup) for given in job.given)
+        queries_path, sequences_path = (sources.readable(name, cleanup) for name in job.given)
         started = time.perf_counter()
         hmms = read_models(queries_path)
         searched = (
@@ -238,7 +238,7 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         run.timed("read models", started)
         if not memory.is_file(sequences_path):
             started = time.perf_counter()
-            sequences_path = _written(sequences_path, job.sequences, hmms, cleanup)
+            sequences_path = sources.written(sequences_path, job.sequences, hmms, cleanup)
             run.timed("write sequences", started)
         residues = _residues(sequences_path)
         cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues * rounds
@@ -274,41 +274,6 @@ def _residues(sequences):
     if path.is_dir() or path.name == seqdb.MANIFEST:
         return seqdb.SequenceDatabase.open(path).residues
     return local.input_bytes(path)
-
-
-def _readable(name, cleanup):
-    """A path that can be read as often as needed: `name` itself, or a stream's copy in a
-    temporary directory, with errors about the copy naming `name` while `cleanup` lasts.
-    pyhmmer objects are returned as they are."""
-    if not memory.is_file(name) or not inputs.is_stream(name):
-        return name
-    copy = inputs.spool(name, cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-in-")))
-    cleanup.enter_context(_named_as(str(copy), name))
-    return copy
-
-
-def _written(sequences, name, hmms, cleanup):
-    """pyhmmer's target sequences written to a FASTA file in a temporary directory, to be read
-    as a named file is; errors about the file name them `name` while `cleanup` lasts."""
-    path = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gpuhmm-in-"))) / "sequences.fa"
-    memory.write_fasta(sequences, path, name, hmms[0].alphabet if hmms else None)
-    cleanup.enter_context(_named_as(str(path), name))
-    return path
-
-
-def _read_models(source, name, allow_empty=False):
-    """The models of a file (`source`, a path), or pyhmmer's HMMs; errors about them name `name`."""
-    return models.read_models(source, allow_empty) if memory.is_file(source) else memory.models(source, name)
-
-
-@contextlib.contextmanager
-def _named_as(path, name):
-    try:
-        yield
-    except GpuhmmError as error:
-        if error.source == path:
-            raise GpuhmmError(name, error.problem) from None
-        raise
 
 
 def _search(job, read_models, models_reread=False, queries=None, header=()):
@@ -492,7 +457,7 @@ def jackhmmer(
     started = {}
 
     def read(path):
-        found = _query_sequences(path, job.queries, formats.query)
+        found = sources.query_sequences(path, job.queries, formats.query)
         started["builder"] = iterative.new_builder(settings, found[0].alphabet, options.seed, builder)
         started["queries"] = iterative.queries_of(found)
         threads = engine.threads or available_cpus()
@@ -539,14 +504,3 @@ def jackhmmer(
         paths = {kind: getattr(outputs, kind) for kind in ("output", "alignments", "tblout", "domtblout")}
         jackhmmer_report.write_outputs(queries, paths, settings.checkpoints(), report)
     return queries
-
-
-def _query_sequences(path, name, format):
-    """The query sequences of a file (read as protein, in `format`, None: detected) or of
-    pyhmmer's objects."""
-    if memory.is_file(path):
-        return fasta.read_sequences(path, "amino", format)
-    found = list(memory.sequences(path, name, fasta.ALPHABETS["amino"]()))
-    if not found:
-        raise GpuhmmError(name, "holds no sequences")
-    return found
