@@ -35,7 +35,7 @@ def test_stage_counts_equal_hmmsearch(pfam_test_data, bias_filter):
         model = msvfilter.msv_models([hmm])[0]
         profile = vitfilter.viterbi_profiles([hmm], background)[0]
         usc, _ = msv_filter_scores(hmm, sequences)
-        passed_msv = msvfilter.f1_pvalues(model, usc, null1) <= 0.02
+        passed_msv = msvfilter.gumbel_pvalues(usc, null1, model.mu, model.lam) <= 0.02
         survivors = np.nonzero(passed_msv)[0]
         subset = [residues[i] for i in survivors]
         bias = bias_scores(profile, background.residue_frequencies, subset) if bias_filter else None

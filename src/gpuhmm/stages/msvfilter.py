@@ -187,11 +187,6 @@ def _pair_gains(model, H):
     return np.ascontiguousarray(gains.reshape(Kp, 32, H).transpose(0, 2, 1))
 
 
-def f1_pvalues(model, scores, null1):
-    """The P-value `p7_Pipeline` compares with F1, in its own float/double steps."""
-    return gumbel_pvalues(scores, null1, model.mu, model.lam)
-
-
 def score_bits(scores, null):
     """`p7_Pipeline`'s bit score: the float difference, divided by ln 2 in double, stored as float."""
     return ((scores - null).astype(np.float32).astype(np.float64) / math.log(2)).astype(np.float32)

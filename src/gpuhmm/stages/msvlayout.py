@@ -61,16 +61,6 @@ class WarpBlocks:
         return len(self.heights)
 
     @property
-    def padding_ratio(self):
-        """Padding ('#' and '@') per real residue, as in CUDAMPF++ Table 2."""
-        return (int(self.heights.sum()) * self.S - self.residues) / max(1, self.residues)
-
-    @property
-    def balance(self):
-        """Tallest warp block over the mean height: 1.0 is a perfect balance."""
-        return float(self.heights.max() / max(1e-9, self.heights.mean())) if self.warps else 1.0
-
-    @property
     def sequence_column(self):
         """The column (warp·S + c) of each entry of `column_sequences`."""
         return np.repeat(np.arange(len(self.column_start) - 1, dtype=np.int32), np.diff(self.column_start))
