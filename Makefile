@@ -1,6 +1,7 @@
 # The two commands of the README. Each sets up what it needs on a fresh machine.
 #   make run    the workflow on the bundled test data (config/config.yaml) → results/
-#   make test   lint (ruff) and the test suite (CPU only; GPU tests skip themselves)
+#   make test   lint (ruff), the public API's types (mypy) and the test suite (CPU only; GPU
+#               tests skip themselves)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,6 +15,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks workflow
 	$(BIN)/ruff format --check src tests benchmarks workflow
+	$(BIN)/mypy
 	PATH="$(BIN):$$PATH" python -m pytest
 
 $(VENV)/.installed: pyproject.toml

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     Sequences = str | PathLike | DigitalSequence | DigitalSequenceBlock | SequenceFile | Iterable[DigitalSequence]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     # The database API loads numpy and pyhmmer; importing it lazily lets the CLI start its
     # Dask cluster first, while those load.
     if name in ("SequenceDatabase", "makedb"):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+from typing import Any, TypeGuard
 
 from .errors import GpuhmmError
-from .options import PhmmerOptions, SearchOptions
+from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 
 #: jackhmmer's inclusion thresholds, stricter than hmmsearch's 0.01; its other defaults are hmmsearch's.
 DEFAULT_SEARCH = SearchOptions(incE=0.001, incdomE=0.001)
@@ -46,26 +47,26 @@ class JackhmmerOptions:
     chkhmm: str | None = None  # each round's model, to CHKHMM-<round>.hmm
     chkali: str | None = None  # each round's alignment, to CHKALI-<round>.sto
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_integer("-N", self.max_iterations, 1)
         if self.seq_limit is not None:
             _check_integer("--seq_limit", self.seq_limit, 1)
         for flag, value in (("--fragthresh", self.fragthresh), ("--wid", self.wid), ("--eid", self.eid)):
             if not (_is_real(value) and 0 <= value <= 1):
                 raise GpuhmmError(flag, f"must be a number in 0 <= x <= 1, not {value!r}")
-        for flag, value in (("--esigma", self.esigma), ("--ere", self.ere)):
-            if value is not None and not (_is_real(value) and value > 0):
-                raise GpuhmmError(flag, f"must be a number > 0, not {value!r}")
+        for flag, positive in (("--esigma", self.esigma), ("--ere", self.ere)):
+            if positive is not None and not (_is_real(positive) and positive > 0):
+                raise GpuhmmError(flag, f"must be a number > 0, not {positive!r}")
         # jackhmmer takes any real --eset; one that cannot weigh an alignment fails in round 2, as there.
         if self.eset is not None and not (isinstance(self.eset, numbers.Real) and not isinstance(self.eset, bool)):
             raise GpuhmmError("--eset", f"must be a number, not {self.eset!r}")
-        for name, value, choices in (
+        for name, choice, choices in (
             ("weighting", self.weighting, WEIGHTINGS),
             ("effective", self.effective, EFFECTIVE_NUMBERS),
             ("prior", self.prior, PRIORS),
         ):
-            if value not in choices:
-                raise GpuhmmError(None, f"{name} must be one of {', '.join(choices)}, not {value!r}")
+            if choice not in choices:
+                raise GpuhmmError(None, f"{name} must be one of {', '.join(choices)}, not {choice!r}")
         # jackhmmer's getopts: these options have no effect without the one they refine.
         if self.wid != 0.62 and self.weighting != "blosum":
             raise GpuhmmError("--wid", "sets the identity cutoff of BLOSUM weights; it needs --wblosum")
@@ -77,7 +78,7 @@ class JackhmmerOptions:
             if path is not None and not isinstance(path, (str, os.PathLike)):
                 raise GpuhmmError(flag, f"must be a file name, not {path!r}")
 
-    def checkpoints(self):
+    def checkpoints(self) -> dict[str, tuple[str, int]]:
         """Each checkpoint file a run may write → (kind, round): "hmm" for `--chkhmm`, "sto"
         for `--chkali`, one file per round up to `max_iterations`."""
         return {
@@ -87,12 +88,12 @@ class JackhmmerOptions:
             for number in range(1, self.max_iterations + 1)
         }
 
-    def checked_outputs(self):
+    def checked_outputs(self) -> dict[str, str]:
         """The checkpoint files by the option that names them, as `files.check_outputs` takes them."""
         flags = {"hmm": "--chkhmm", "sto": "--chkali"}
         return {f"{flags[kind]} (round {number})": path for path, (kind, number) in self.checkpoints().items()}
 
-    def builder_arguments(self):
+    def builder_arguments(self) -> dict[str, Any]:
         """Keyword arguments for `pyhmmer.plan7.Builder` besides the first round's score system:
         jackhmmer's p7_builder_Create, which builds later rounds' models by hand architecture."""
         return dict(
@@ -108,7 +109,7 @@ class JackhmmerOptions:
         )
 
 
-def check_search_options(options):
+def check_search_options(options: SearchOptions) -> None:
     """jackhmmer refuses the model cutoffs: its models have none."""
     if options.cut is not None:
         raise GpuhmmError(f"--cut_{options.cut}", "jackhmmer does not accept model cutoffs")
@@ -120,12 +121,19 @@ _EFFECTIVE_FLAGS = {"clust": "--eclust", "none": "--enone"}
 _PRIOR_FLAGS = {"laplace": "--plaplace", "none": "--pnone"}
 
 
-def jackhmmer_header_options(search, settings, first_round, outputs, engine, formats):
+def jackhmmer_header_options(
+    search: SearchOptions,
+    settings: JackhmmerOptions,
+    first_round: PhmmerOptions,
+    outputs: OutputFiles,
+    engine: EngineSettings,
+    formats: SequenceFormats,
+) -> tuple[tuple[str, Any], ...]:
     """The (flag, value) pairs jackhmmer's report header prints a line for (value None for a
     switch): the outputs (the report's own file unless standard output), the `-N`, search,
     model construction and first-round settings that differ from jackhmmer's defaults, the
     formats asserted (`SequenceFormats`), and `--cpu` where given."""
-    used = [("-N", settings.max_iterations)] if settings.max_iterations != 5 else []
+    used: list[tuple[str, Any]] = [("-N", settings.max_iterations)] if settings.max_iterations != 5 else []
     for flag, path in (
         ("-o", outputs.output),
         ("-A", outputs.alignments),
@@ -148,9 +156,9 @@ def jackhmmer_header_options(search, settings, first_round, outputs, engine, for
             if value != getattr(defaults, field.name):
                 flag = f"-{field.name}" if len(field.name) == 1 else f"--{field.name}"
                 used.append((flag, None if isinstance(value, bool) else value))
-    defaults = JackhmmerOptions()
+    jackhmmer_defaults = JackhmmerOptions()
     for name in ("fragthresh", "wid", "ere", "esigma", "eid"):
-        if getattr(settings, name) != getattr(defaults, name):
+        if getattr(settings, name) != getattr(jackhmmer_defaults, name):
             used.append((f"--{name}", getattr(settings, name)))
     for flags, value in (
         (_WEIGHTING_FLAGS, settings.weighting),
@@ -167,10 +175,10 @@ def jackhmmer_header_options(search, settings, first_round, outputs, engine, for
     return tuple(used)
 
 
-def _check_integer(flag, value, minimum):
-    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum):
+def _check_integer(flag: str, value: object, minimum: int) -> None:
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum):
         raise GpuhmmError(flag, f"must be an integer >= {minimum}, not {value!r}")
 
 
-def _is_real(value):
+def _is_real(value: object) -> TypeGuard[float]:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value

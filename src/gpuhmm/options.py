@@ -11,6 +11,8 @@ import math
 import numbers
 import os
 import sys
+from collections.abc import Collection, Mapping
+from typing import Any, NoReturn, TypeGuard
 
 from .errors import GpuhmmError
 
@@ -80,7 +82,7 @@ class SearchOptions:
     seed: int = 42
 
     @classmethod
-    def from_mapping(cls, values, source="options"):
+    def from_mapping(cls, values: Mapping[str, Any], source: str | None = "options") -> SearchOptions:
         """Build checked options from a mapping (a workflow config block, parsed CLI flags); a
         problem names `source`.
 
@@ -99,7 +101,7 @@ class SearchOptions:
         except GpuhmmError as error:
             raise GpuhmmError(source, error.problem) from None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # The one check of these options: the CLI and the workflow's config come through here too.
         # A value equal to HMMER's default counts as not given, as in `from_mapping`.
         given = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) != field.default]
@@ -126,11 +128,11 @@ class SearchOptions:
         _check_integer("--seed", self.seed, 0)
 
     @property
-    def bit_cutoffs(self):
+    def bit_cutoffs(self) -> str | None:
         """pyhmmer's name of the model cutoffs in use, or None."""
         return CUTOFFS[self.cut] if self.cut else None
 
-    def pipeline_arguments(self):
+    def pipeline_arguments(self) -> dict[str, Any]:
         """Keyword arguments for `pyhmmer.plan7.Pipeline`.
 
         Without `-Z`, Z is left automatic: each shard counts its targets, as hmmsearch does
@@ -160,7 +162,7 @@ class SearchOptions:
             arguments.update(F1=1.0, F2=1.0, F3=1.0, bias_filter=False)
         return arguments
 
-    def command_line(self):
+    def command_line(self) -> list[str]:
         """The options that differ from HMMER's defaults, spelled as hmmsearch takes them."""
         words = []
         for field in dataclasses.fields(self):
@@ -176,13 +178,13 @@ class SearchOptions:
         return words
 
 
-def filter_threshold(value):
+def filter_threshold(value: float) -> float:
     """The pipeline's F1, F2 or F3 for the option's `value`: at most 1, as p7_pli_Create sets it,
     and `FLUSHED_THRESHOLD` from 0 up to the smallest normal double."""
     return FLUSHED_THRESHOLD if 0.0 <= value < sys.float_info.min else min(1.0, value)
 
 
-def check_exclusive(given, cut=None):
+def check_exclusive(given: Collection[str], cut: str | None = None) -> None:
     """Refuse options that HMMER refuses together (`EXCLUSIVE_OPTIONS`); `given` names those set,
     `cut` is the `--cut_*` kind. The options' own check counts a value at HMMER's default as not
     given; the command line counts every option given, at any value, as esl_getopts does."""
@@ -193,40 +195,40 @@ def check_exclusive(given, cut=None):
             _fail(f"{flag} cannot be combined with {', '.join(map(_flag, clashing))}")
 
 
-def _flag(name):
+def _flag(name: str) -> str:
     return f"-{name}" if len(name) == 1 else f"--{name}"
 
 
-def _is_number(value):
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _fail(problem):
+def _fail(problem: str) -> NoReturn:
     raise GpuhmmError(None, problem)
 
 
-def _is_integer(value):
+def _is_integer(value: object) -> TypeGuard[int]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _check_integer(flag, value, minimum, optional=False):
+def _check_integer(flag: str, value: object, minimum: int, optional: bool = False) -> None:
     if optional and value is None:
         return
     if not (_is_integer(value) and value >= minimum):
         _fail(f"{flag} must be an integer >= {minimum}, not {value!r}")
 
 
-def _check_flag(flag, value):
+def _check_flag(flag: str, value: object) -> None:
     if not isinstance(value, bool):
         _fail(f"{flag} must be True or False, not {value!r}")
 
 
-def _check_choice(flag, value, choices):
+def _check_choice(flag: str, value: object, choices: Collection[str]) -> None:
     if value not in choices:
         _fail(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
 
 
-def _check_path(flag, value):
+def _check_path(flag: str, value: object) -> None:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         _fail(f"{flag} must be a file name, not {value!r}")
 
@@ -239,7 +241,7 @@ class ReportSettings:
     acc: bool = False  # accessions, where the models and sequences have them, instead of names
     textw: int = 120  # line width for alignments; 0: unlimited (`--notextw`)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_flag("--noali", self.noali)
         _check_flag("--acc", self.acc)
         # hmmsearch's --textw takes 120 or more; 0 is --notextw.
@@ -264,7 +266,7 @@ class OutputFiles:
     shuffles: int = DEFAULT_SHUFFLES  # shuffles per hit for `shuffle_out`
     report: ReportSettings = ReportSettings()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for flag, path in self.named().items():
             _check_path(flag, path)
         _check_integer("--shuffle", self.shuffles, MIN_SHUFFLES)
@@ -273,7 +275,7 @@ class OutputFiles:
         if not isinstance(self.report, ReportSettings):
             _fail(f"report must be a ReportSettings, not {self.report!r}")
 
-    def named(self):
+    def named(self) -> dict[str, str | None]:
         """Each output's option name → its path (None where not given)."""
         flags = {"output": "-o", "alignments": "-A"}
         return {
@@ -295,7 +297,7 @@ class EngineSettings:
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
     domaindef: str | None = None  # gpu | cpu: where the GPU backend runs the stages after the Forward filter
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_choice("--backend", self.backend, BACKENDS)
         if self.scheduler is not None and not isinstance(self.scheduler, (str, os.PathLike)):
             _fail(f"--scheduler must be an address or a scheduler file, not {self.scheduler!r}")
@@ -308,12 +310,12 @@ class EngineSettings:
             _check_choice("--domaindef", self.domaindef, DOMAINDEFS)
 
     @property
-    def domains_on(self):
+    def domains_on(self) -> str:
         """Where the GPU backend runs the stages after the Forward filter: as asked, else the GPU."""
         return self.domaindef or "gpu"
 
     @property
-    def threads(self):
+    def threads(self) -> int | None:
         """The worker threads asked for, at least one; None: every core this process may use."""
         return None if self.cpus is None else max(1, self.cpus)
 
@@ -338,7 +340,7 @@ class PhmmerOptions:
     EfN: int = 200
     Eft: float = 0.04  # tail mass for the Forward tau fit
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, low, high in (("popen", 0.0, 0.5), ("pextend", 0.0, 1.0)):
             value = getattr(self, name)
             if not (_is_number(value) and low <= value < high):
@@ -350,12 +352,12 @@ class PhmmerOptions:
         if self.mx not in BUILT_IN_MATRICES:
             raise GpuhmmError("--mx", f"no matrix named {self.mx} is available as a built-in")
 
-    def command_line(self):
+    def command_line(self) -> list[str]:
         """The options that differ from phmmer's defaults, as words of its command line."""
         changed = [field.name for field in dataclasses.fields(self) if getattr(self, field.name) != field.default]
         return [word for name in changed for word in (f"--{name}", str(getattr(self, name)))]
 
-    def builder_arguments(self):
+    def builder_arguments(self) -> dict[str, Any]:
         """Keyword arguments for `pyhmmer.plan7.Builder`, as phmmer configures its builder."""
         arguments = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         arguments["score_matrix"] = arguments.pop("mx")
@@ -380,7 +382,7 @@ class SequenceFormats:
     qformat: str | None = None
     tformat: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for flag, value in (("--qformat", self.qformat), ("--tformat", self.tformat)):
             if value is not None and not (isinstance(value, str) and value.lower() in SEQUENCE_FORMATS):
                 raise GpuhmmError(
@@ -388,11 +390,11 @@ class SequenceFormats:
                 )
 
     @property
-    def query(self):
+    def query(self) -> str | None:
         """The query file's format as Easel names it, or None."""
         return self.qformat.lower() if self.qformat else None
 
     @property
-    def target(self):
+    def target(self) -> str | None:
         """The target file's format as Easel names it, or None."""
         return self.tformat.lower() if self.tformat else None

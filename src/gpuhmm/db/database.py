@@ -23,9 +23,11 @@ import dataclasses
 import hashlib
 import heapq
 import json
+import os
 import re
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,12 +37,18 @@ from .fasta import ALPHABETS, alphabet_name, read_sequence_file
 from .format import (
     FORMAT,
     MANIFEST,
+    SequenceShard,
     ShardInfo,
     decode_shard,
     read_whole,
     shard_info,
     write_shard,
 )
+
+if TYPE_CHECKING:
+    from pyhmmer.easel import Alphabet
+
+    from .readahead import ReadAhead
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,14 +60,14 @@ class SequenceDatabase:
     sequences: int
     residues: int
     max_length: int
-    shards: tuple
+    shards: tuple[ShardInfo, ...]
 
     @property
-    def alphabet(self):
+    def alphabet(self) -> Alphabet:
         return ALPHABETS[self.alphabet_name]()
 
     @classmethod
-    def open(cls, path):
+    def open(cls, path: str | os.PathLike) -> SequenceDatabase:
         # Absolute, because workers of an external cluster run in other directories.
         path = Path(path).absolute()
         manifest_path = path / MANIFEST if path.is_dir() else path
@@ -83,7 +91,7 @@ class SequenceDatabase:
         except (ValueError, KeyError, TypeError) as error:
             raise GpuhmmError(manifest_path, f"damaged database manifest ({error})") from None
 
-    def load_shard(self, index):
+    def load_shard(self, index: int) -> SequenceShard:
         info = self.shards[index]
         if info.sha256.startswith(IN_MEMORY):
             if info.sha256 not in _held:
@@ -109,7 +117,7 @@ class SequenceDatabase:
             raise GpuhmmError(shard_path, f"not a database shard as `gpuhmm makedb` writes them ({error})") from None
 
 
-def content_digest(path):
+def content_digest(path: str | os.PathLike) -> str:
     """The SHA-256 that names the contents of the database `path`, so that searches can be
     shown to have met the same one: of a makedb directory's alphabet and shards (their
     checksums, in order), or of a sequence file's bytes. A file and a database built from it
@@ -126,7 +134,14 @@ def content_digest(path):
     return digest.hexdigest()
 
 
-def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None, format=None):
+def makedb(
+    fasta: str | os.PathLike,
+    outdir: str | os.PathLike | None,
+    shards: int = 1,
+    alphabet: str | None = None,
+    read_ahead: ReadAhead | None = None,
+    format: str | None = None,
+) -> SequenceDatabase:
     """Read the sequence file `fasta` (plain or gzip) as Easel does and write a sharded database
     to `outdir`.
 
@@ -175,17 +190,19 @@ def makedb(fasta, outdir, shards=1, alphabet=None, read_ahead=None, format=None)
 _SHARD_FILE = re.compile(r"shard-\d{4,}\.npz")
 
 
-def read_shards(fasta, alphabet, shards, format=None):
+def read_shards(
+    fasta: str | os.PathLike, alphabet: str | None, shards: int, format: str | None = None
+) -> tuple[str, list[SequenceShard]]:
     """The alphabet's name and `shards` in-memory shards of `fasta`, in `format` (None: detected)."""
     parsed, easel_alphabet = read_sequence_file(fasta, alphabet, format)
     return alphabet_name(easel_alphabet), [parsed.shard(members) for members in _shard_members(parsed.lengths, shards)]
 
 
-def _shard_members(lengths, shards):
+def _shard_members(lengths: np.ndarray, shards: int) -> list[np.ndarray]:
     return [_longest_first(members, lengths) for members in _balance_by_residues(lengths, shards)]
 
 
-def _held_database(fasta, name, shards):
+def _held_database(fasta: Path, name: str, shards: list[SequenceShard]) -> SequenceDatabase:
     """A database of `shards` held in this process's memory."""
     token = uuid.uuid4().hex
     infos = []
@@ -202,7 +219,7 @@ def _held_database(fasta, name, shards):
     )
 
 
-def release(database):
+def release(database: SequenceDatabase) -> None:
     """Free the shards of a database held in memory (makedb without outdir)."""
     for info in database.shards:
         _held.pop(info.sha256, None)
@@ -211,16 +228,16 @@ def release(database):
 #: Shards of databases held in memory, by their token. The database object stays small: task
 #: arguments are serialized even for workers in this process.
 IN_MEMORY = "in-memory:"
-_held = {}
+_held: dict[str, SequenceShard] = {}
 
 
-def _balance_by_residues(lengths, shards):
+def _balance_by_residues(lengths: np.ndarray, shards: int) -> list[np.ndarray]:
     """Each sequence (its file position), in file order, to the shard with the fewest residues so
     far. Streaming-friendly, and within one sequence length of the ideal balance."""
     if shards == 1:
         return [np.arange(len(lengths))]
     lightest = [(0, shard) for shard in range(shards)]  # a heap: (residues, shard), ties to the lower shard
-    members = [[] for _ in range(shards)]
+    members: list[list[int]] = [[] for _ in range(shards)]
     for position, length in enumerate(lengths.tolist()):
         load, target = lightest[0]
         members[target].append(position)
@@ -228,6 +245,6 @@ def _balance_by_residues(lengths, shards):
     return [np.array(positions, dtype=np.int64) for positions in members]
 
 
-def _longest_first(members, lengths):
+def _longest_first(members: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """File positions longest first, ties in file order (`members` are in file order)."""
     return members[np.argsort(-lengths[members], kind="stable")]
