@@ -1,10 +1,10 @@
-"""hmmsearch's options: defaults, checks, and what reaches pyhmmer."""
+"""The search options and jackhmmer's: defaults, checks, and what reaches pyhmmer."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuhmm import GpuhmmError, SearchOptions
+from gpuhmm import GpuhmmError, JackhmmerOptions, SearchOptions
 
 
 def test_defaults_are_hmmer_defaults():
@@ -52,3 +52,30 @@ def test_bad_values_are_refused(values, message):
 def test_command_line_round_trip():
     options = SearchOptions.from_mapping({"E": 1e-5, "domZ": 50, "nobias": True, "seed": 7})
     assert options.command_line() == ["-E", "1e-05", "--domZ", "50", "--nobias", "--seed", "7"]
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"max_iterations": 0}, "-N: must be an integer >= 1, not 0"),
+        ({"max_iterations": 2.5}, "-N: must be an integer >= 1, not 2.5"),
+        ({"seq_limit": 0}, "--seq_limit: must be an integer >= 1, not 0"),
+        ({"fragthresh": 1.5}, "--fragthresh: must be a number in 0 <= x <= 1, not 1.5"),
+        ({"ere": 0.0}, "--ere: must be a number > 0, not 0.0"),
+        ({"esigma": float("nan")}, "--esigma: must be a number > 0, not nan"),
+        ({"weighting": "x"}, "weighting must be one of pb, gsc, blosum, none, not 'x'"),
+        ({"wid": 0.5}, "--wid: sets the identity cutoff of BLOSUM weights; it needs --wblosum"),
+        ({"effective": "set"}, "--eset: sets the effective sequence number"),
+        ({"chkhmm": 3}, "--chkhmm: must be a file name, not 3"),
+    ],
+)
+def test_bad_jackhmmer_values_are_refused(values, message):
+    with pytest.raises(GpuhmmError) as refused:
+        JackhmmerOptions(**values)
+    assert str(refused.value).startswith(message)
+
+
+def test_jackhmmer_refuses_model_cutoffs():
+    with pytest.raises(GpuhmmError, match="--cut_ga: jackhmmer does not accept model cutoffs"):
+        JackhmmerOptions.check_search(SearchOptions(cut="ga"))
+    JackhmmerOptions.check_search(SearchOptions())

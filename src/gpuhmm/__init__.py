@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import GpuhmmError
-from .jackhmmer_options import JackhmmerOptions
-from .options import EngineSettings, OutputFiles, PhmmerOptions, ReportSettings, SearchOptions, SequenceFormats
+from .options import (
+    EngineSettings,
+    JackhmmerOptions,
+    OutputFiles,
+    PhmmerOptions,
+    ReportSettings,
+    SearchOptions,
+    SequenceFormats,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -117,7 +124,7 @@ def jackhmmer(
     pyhmmer's do; the alignments are named as jackhmmer's `-A`."""
     from .api import jackhmmer as run
     from .iterative import iteration_results
-    from .jackhmmer_options import DEFAULT_SEARCH
+    from .options import DEFAULT_SEARCH
 
     options = DEFAULT_SEARCH if options is None else options
     queries = run(

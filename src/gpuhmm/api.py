@@ -15,23 +15,26 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyhmmer.errors import MissingCutoffs
 
-from . import iterative, jackhmmer_options, local, streamed
+from . import iterative, local, streamed
 from ._host import available_cpus
 from .cluster import start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models, sources, stream
 from .errors import GpuhmmError
-from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 from .output import jackhmmer_report, merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
-from .output.report_header import ReportHeader, header_options
+from .output.report_header import ReportHeader, header_options, jackhmmer_header_options
 from .search import auto_choice, resolve_backend, run_scan, run_search
 from .shuffle import significance
 from .worker import STATE, prepare_worker
+
+if TYPE_CHECKING:
+    from .options import EngineSettings, OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
 
 log = logging.getLogger("gpuhmm")
 
@@ -54,10 +57,10 @@ class _Job:
     read_ahead: object = None
     phmmer: PhmmerOptions | None = None  # phmmer's own options
     given: tuple = ()  # the queries and the sequences themselves: paths, or pyhmmer objects
-    formats: SequenceFormats = SequenceFormats()
+    formats: SequenceFormats = dataclasses.field(kw_only=True)  # the formats asserted (`of`)
 
     @classmethod
-    def of(cls, program, queries, sequences, *settings, formats=SequenceFormats()):
+    def of(cls, program, queries, sequences, *settings, formats):
         """The job of these inputs (paths, or pyhmmer objects) and settings, in field order, and
         the formats asserted for its sequence files, those `program` has an option for."""
         absent = {"hmmsearch": "qformat", "hmmscan": "tformat"}.get(program)
@@ -81,11 +84,11 @@ def _query_kind(program):
 def hmmsearch(
     models_file,
     sequences,
-    options=SearchOptions(),
-    outputs=OutputFiles(),
-    engine=EngineSettings(),
+    options,
+    outputs,
+    engine,
     *,
-    formats=SequenceFormats(),
+    formats,
     command="gpuhmm search",
     executor=None,
     read_ahead=None,
@@ -107,12 +110,12 @@ def hmmsearch(
 def phmmer(
     queries_file,
     sequences,
-    options=SearchOptions(),
-    outputs=OutputFiles(),
-    engine=EngineSettings(),
+    options,
+    outputs,
+    engine,
     *,
-    builder=PhmmerOptions(),
-    formats=SequenceFormats(),
+    builder,
+    formats,
     command="gpuhmm phmmer",
     executor=None,
     read_ahead=None,
@@ -142,11 +145,11 @@ def phmmer(
 def hmmscan(
     models_file,
     sequences,
-    options=SearchOptions(),
-    outputs=OutputFiles(),
-    engine=EngineSettings(),
+    options,
+    outputs,
+    engine,
     *,
-    formats=SequenceFormats(),
+    formats,
     command="gpuhmm scan",
     executor=None,
     read_ahead=None,
@@ -364,7 +367,7 @@ def _searched_how(job, run, record):
     }
 
 
-def merge_hits_files(hits_files, order=None, outputs=OutputFiles(), *, command="gpuhmm merge"):
+def merge_hits_files(hits_files, order, outputs, *, command="gpuhmm merge"):
     """Merge the hits files of model shards into tables, models back in input-file order. The
     files must have been searched alike (`merge.check_alike`), and with `order` (the
     `splitmodels` manifest) hold each of its model shards once."""
@@ -428,32 +431,30 @@ def _open_database(sequences, format, hmms, db_shards, cleanup, executor, read_a
 def jackhmmer(
     queries_file,
     sequences,
-    options=jackhmmer_options.DEFAULT_SEARCH,
-    outputs=OutputFiles(),
-    engine=EngineSettings(),
+    options,
+    outputs,
+    engine,
     *,
-    settings=jackhmmer_options.JackhmmerOptions(),
-    builder=PhmmerOptions(),
-    formats=SequenceFormats(),
+    settings,
+    builder,
+    formats,
     command="gpuhmm jackhmmer",
     executor=None,
     read_ahead=None,
 ):
     """Search each protein of `queries_file` iteratively against `sequences`, as jackhmmer does
     (`iterative`): each round of every query is one search of the sharded database, which is
-    read once and stays resident. `options` are the searches' (jackhmmer's defaults:
-    `DEFAULT_SEARCH`), `settings` the rounds, model construction and checkpoints, `builder`
-    the first round's score system and calibration, `formats` the formats asserted for the
-    files (None: Easel detects them). Returns the queries with residues, in file order, each
-    with its rounds (`iterative.Query`)."""
-    jackhmmer_options.check_search_options(options)
+    read once and stays resident. `options` are the searches', `settings` the rounds, model
+    construction and checkpoints, `builder` the first round's score system and calibration,
+    `formats` the formats asserted for the files (None: Easel detects them). Returns the
+    queries with residues, in file order, each with its rounds (`iterative.Query`)."""
+    settings.check_search(options)
     for flag, path in outputs.named().items():
         if path is not None and flag not in ("-o", "-A", "--tblout", "--domtblout"):
             raise GpuhmmError(flag, "jackhmmer writes no such output")
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (queries_file, sequences))
-    names = memory.name(queries_file, "queries"), memory.name(sequences, "sequences")
-    given = (queries_file, sequences)
-    job = _Job("jackhmmer", *names, options, outputs, engine, command, executor, read_ahead, builder, given, formats)
+    in_order = (options, outputs, engine, command, executor, read_ahead, builder)
+    job = _Job.of("jackhmmer", queries_file, sequences, *in_order, formats=formats)
     started = {}
 
     def read(path):
@@ -495,7 +496,7 @@ def jackhmmer(
         report = jackhmmer_report.JackhmmerReport(
             str(job.queries),
             str(job.sequences),
-            jackhmmer_options.jackhmmer_header_options(options, settings, builder, outputs, engine, formats),
+            jackhmmer_header_options(options, settings, builder, outputs, engine, formats),
             outputs.report,
             outputs.alignments,
             settings.max_iterations,

@@ -17,6 +17,7 @@ from .cli_arguments import build_parser
 from .errors import GpuhmmError
 from .options import (
     EngineSettings,
+    JackhmmerOptions,
     OutputFiles,
     PhmmerOptions,
     ReportSettings,
@@ -27,27 +28,8 @@ from .options import (
 
 log = logging.getLogger("gpuhmm")
 
-#: The hmmsearch options a search takes, by their names in `SearchOptions`.
-HMMER_OPTIONS = (
-    "E",
-    "T",
-    "domE",
-    "domT",
-    "incE",
-    "incT",
-    "incdomE",
-    "incdomT",
-    "cut",
-    "Z",
-    "domZ",
-    "F1",
-    "F2",
-    "F3",
-    "max",
-    "nobias",
-    "nonull2",
-    "seed",
-)
+#: The hmmsearch options a search takes: the CLI's names for them are `SearchOptions`' fields.
+HMMER_OPTIONS = tuple(field.name for field in dataclasses.fields(SearchOptions))
 
 
 def _options(args):
@@ -213,22 +195,8 @@ def _merge(args, command):
     merge_hits_files(args.hits, args.order, outputs, command=command)
 
 
-#: jackhmmer's options besides hmmsearch's (`iterative.JackhmmerOptions`, by their names there).
-JACKHMMER_OPTIONS = (
-    "max_iterations",
-    "fragthresh",
-    "weighting",
-    "wid",
-    "effective",
-    "eset",
-    "ere",
-    "esigma",
-    "eid",
-    "prior",
-    "seq_limit",
-    "chkhmm",
-    "chkali",
-)
+#: jackhmmer's options besides hmmsearch's: `JackhmmerOptions`' fields.
+JACKHMMER_OPTIONS = tuple(field.name for field in dataclasses.fields(JackhmmerOptions))
 
 
 def _jackhmmer(args, command):
@@ -236,8 +204,8 @@ def _jackhmmer(args, command):
     database is split into as many shards as worker threads unless `--db-shards` says."""
     from ._host import available_cpus
     from .cluster import start_executor
-    from .jackhmmer_options import DEFAULT_SEARCH, JackhmmerOptions
     from .local import expected_cells
+    from .options import DEFAULT_SEARCH
 
     formats = _formats(args)
     _check_exclusive(args)

@@ -1,4 +1,5 @@
-"""hmmsearch's reporting, inclusion and filter options, with HMMER 3.4's defaults and checks.
+"""hmmsearch's reporting, inclusion and filter options, with HMMER 3.4's defaults and checks,
+and the options phmmer and jackhmmer add to them.
 
 The names are hmmsearch's own (without dashes), so the CLI, the workflow config and the
 Python API all speak HMMER's vocabulary.
@@ -203,6 +204,11 @@ def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_real(value: object) -> TypeGuard[float]:
+    """A number that is not NaN (infinities included), as jackhmmer's real options take."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
+
+
 def _fail(problem: str) -> NoReturn:
     raise GpuhmmError(None, problem)
 
@@ -362,6 +368,106 @@ class PhmmerOptions:
         arguments = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         arguments["score_matrix"] = arguments.pop("mx")
         return arguments
+
+
+#: jackhmmer's inclusion thresholds, stricter than hmmsearch's 0.01; its other defaults are hmmsearch's.
+DEFAULT_SEARCH = SearchOptions(incE=0.001, incdomE=0.001)
+
+#: Relative weighting (`--wpb|--wgsc|--wblosum|--wnone`), effective sequence number
+#: (`--eent|--eentexp|--eclust|--enone|--eset`) and prior (`--pnone|--plaplace`), as pyhmmer
+#: names them ("set": `--eset`, "none" prior: `--pnone`).
+WEIGHTINGS = ("pb", "gsc", "blosum", "none")
+EFFECTIVE_NUMBERS = ("entropy", "exp", "clust", "none", "set")
+PRIORS = ("alphabet", "laplace", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class JackhmmerOptions:
+    """jackhmmer's own options besides the search's (`SearchOptions`) and the first round's
+    score system and calibration (`PhmmerOptions`), with jackhmmer 3.4's defaults: the rounds,
+    how later rounds build their models, AlphaFold 3's `--seq_limit`, and the checkpoints."""
+
+    max_iterations: int = 5  # -N
+    fragthresh: float = 0.5  # a sequence shorter than this share of the alignment is a fragment
+    weighting: str = "pb"  # relative weights: Henikoff position-based, G/S/C, BLOSUM filter, none
+    wid: float = 0.62  # identity cutoff of the BLOSUM filter
+    effective: str = "entropy"  # effective sequence number: entropy, its exponential form, clusters, none, set
+    eset: float | None = None  # the number, for effective "set"
+    ere: float | None = None  # minimum relative entropy per position (entropy weighting); None: the alphabet's
+    esigma: float = 45.0  # sigma of the entropy target
+    eid: float = 0.62  # identity cutoff of the clusters
+    prior: str = "alphabet"  # the alphabet's mixture Dirichlet prior, Laplace +1, or none
+    seq_limit: int | None = None  # AlphaFold 3's patch: keep only the first N hits of each round
+    chkhmm: str | None = None  # each round's model, to CHKHMM-<round>.hmm
+    chkali: str | None = None  # each round's alignment, to CHKALI-<round>.sto
+
+    def __post_init__(self) -> None:
+        if not (_is_integer(self.max_iterations) and self.max_iterations >= 1):
+            raise GpuhmmError("-N", f"must be an integer >= 1, not {self.max_iterations!r}")
+        if self.seq_limit is not None and not (_is_integer(self.seq_limit) and self.seq_limit >= 1):
+            raise GpuhmmError("--seq_limit", f"must be an integer >= 1, not {self.seq_limit!r}")
+        for flag, value in (("--fragthresh", self.fragthresh), ("--wid", self.wid), ("--eid", self.eid)):
+            if not (_is_real(value) and 0 <= value <= 1):
+                raise GpuhmmError(flag, f"must be a number in 0 <= x <= 1, not {value!r}")
+        for flag, positive in (("--esigma", self.esigma), ("--ere", self.ere)):
+            if positive is not None and not (_is_real(positive) and positive > 0):
+                raise GpuhmmError(flag, f"must be a number > 0, not {positive!r}")
+        # jackhmmer takes any real --eset; one that cannot weigh an alignment fails in round 2, as there.
+        if self.eset is not None and not (isinstance(self.eset, numbers.Real) and not isinstance(self.eset, bool)):
+            raise GpuhmmError("--eset", f"must be a number, not {self.eset!r}")
+        for name, choice, choices in (
+            ("weighting", self.weighting, WEIGHTINGS),
+            ("effective", self.effective, EFFECTIVE_NUMBERS),
+            ("prior", self.prior, PRIORS),
+        ):
+            if choice not in choices:
+                raise GpuhmmError(None, f"{name} must be one of {', '.join(choices)}, not {choice!r}")
+        # jackhmmer's getopts: these options have no effect without the one they refine.
+        if self.wid != 0.62 and self.weighting != "blosum":
+            raise GpuhmmError("--wid", "sets the identity cutoff of BLOSUM weights; it needs --wblosum")
+        if self.eid != 0.62 and self.effective != "clust":
+            raise GpuhmmError("--eid", "sets the identity cutoff of --eclust; it needs --eclust")
+        if (self.effective == "set") != (self.eset is not None):
+            raise GpuhmmError("--eset", "sets the effective sequence number: give effective='set' with eset=X")
+        for flag, path in (("--chkhmm", self.chkhmm), ("--chkali", self.chkali)):
+            if path is not None and not isinstance(path, (str, os.PathLike)):
+                raise GpuhmmError(flag, f"must be a file name, not {path!r}")
+
+    def checkpoints(self) -> dict[str, tuple[str, int]]:
+        """Each checkpoint file a run may write → (kind, round): "hmm" for `--chkhmm`, "sto"
+        for `--chkali`, one file per round up to `max_iterations`."""
+        return {
+            f"{base}-{number}.{kind}": (kind, number)
+            for base, kind in ((self.chkhmm, "hmm"), (self.chkali, "sto"))
+            if base is not None
+            for number in range(1, self.max_iterations + 1)
+        }
+
+    def checked_outputs(self) -> dict[str, str]:
+        """The checkpoint files by the option that names them, as `files.check_outputs` takes them."""
+        flags = {"hmm": "--chkhmm", "sto": "--chkali"}
+        return {f"{flags[kind]} (round {number})": path for path, (kind, number) in self.checkpoints().items()}
+
+    def builder_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for `pyhmmer.plan7.Builder` besides the first round's score system:
+        jackhmmer's p7_builder_Create, which builds later rounds' models by hand architecture."""
+        return dict(
+            architecture="hand",
+            weighting=self.weighting,
+            effective_number=self.eset if self.effective == "set" else self.effective,
+            prior_scheme=None if self.prior == "none" else self.prior,
+            fragthresh=self.fragthresh,
+            wid=self.wid,
+            esigma=self.esigma,
+            eid=self.eid,
+            ere=self.ere,
+        )
+
+    @staticmethod
+    def check_search(options: SearchOptions) -> None:
+        """jackhmmer refuses the model cutoffs: its models have none."""
+        if options.cut is not None:
+            raise GpuhmmError(f"--cut_{options.cut}", "jackhmmer does not accept model cutoffs")
 
 
 #: Easel's names of the sequence file formats (`esl_sqio_EncodeFormat`), which HMMER's `--qformat`

@@ -1,15 +1,23 @@
 """The header block of HMMER 3.4's reports: `p7_banner()` (`src/hmmer.c`) and the
-`output_header()` of `src/hmmsearch.c`, `src/phmmer.c` and `src/hmmscan.c`, which print one
-line for each option the user set, in each program's own order and words.
+`output_header()` of `src/hmmsearch.c`, `src/phmmer.c`, `src/hmmscan.c` and `src/jackhmmer.c`,
+which print one line for each option the user set, in each program's own order and words.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
-from ..options import OutputFiles, PhmmerOptions, SearchOptions, SequenceFormats
+from ..options import (
+    DEFAULT_SEARCH,
+    EngineSettings,
+    JackhmmerOptions,
+    OutputFiles,
+    PhmmerOptions,
+    SearchOptions,
+    SequenceFormats,
+)
 
 HMMER_VERSION = "3.4"
 
@@ -191,3 +199,63 @@ def header_options(
     letter = PROGRAMS[program][3]
     printed = {flag for flag, programs, _ in _OPTION_LINES if letter in programs}
     return tuple((flag, value) for flag, value in used if flag in printed)
+
+
+#: How `jackhmmer_header_options` names the settings that differ from jackhmmer's defaults.
+_WEIGHTING_FLAGS = {"gsc": "--wgsc", "blosum": "--wblosum", "none": "--wnone"}
+_EFFECTIVE_FLAGS = {"clust": "--eclust", "none": "--enone"}
+_PRIOR_FLAGS = {"laplace": "--plaplace", "none": "--pnone"}
+
+
+def jackhmmer_header_options(
+    search: SearchOptions,
+    settings: JackhmmerOptions,
+    first_round: PhmmerOptions,
+    outputs: OutputFiles,
+    engine: EngineSettings,
+    formats: SequenceFormats,
+) -> tuple[tuple[str, Any], ...]:
+    """The (flag, value) pairs jackhmmer's report header prints a line for (value None for a
+    switch): the outputs (the report's own file unless standard output), the `-N`, search,
+    model construction and first-round settings that differ from jackhmmer's defaults, the
+    formats asserted (`SequenceFormats`), and `--cpu` where given."""
+    used: list[tuple[str, Any]] = [("-N", settings.max_iterations)] if settings.max_iterations != 5 else []
+    for flag, path in (
+        ("-o", outputs.output),
+        ("-A", outputs.alignments),
+        ("--tblout", outputs.tblout),
+        ("--domtblout", outputs.domtblout),
+        ("--chkhmm", settings.chkhmm),
+        ("--chkali", settings.chkali),
+    ):
+        if path is not None and path != "-":
+            used.append((flag, path))
+    report = outputs.report
+    used += [(flag, None) for flag, on in (("--acc", report.acc), ("--noali", report.noali)) if on]
+    if report.textw != 120:
+        used.append(("--notextw", None) if report.textw == 0 else ("--textw", report.textw))
+    if settings.seq_limit is not None:
+        used.append(("--seq_limit", settings.seq_limit))
+    for given, defaults in ((first_round, PhmmerOptions()), (search, DEFAULT_SEARCH)):
+        for field in dataclasses.fields(given):
+            value = getattr(given, field.name)
+            if value != getattr(defaults, field.name):
+                flag = f"-{field.name}" if len(field.name) == 1 else f"--{field.name}"
+                used.append((flag, None if isinstance(value, bool) else value))
+    jackhmmer_defaults = JackhmmerOptions()
+    for name in ("fragthresh", "wid", "ere", "esigma", "eid"):
+        if getattr(settings, name) != getattr(jackhmmer_defaults, name):
+            used.append((f"--{name}", getattr(settings, name)))
+    for flags, value in (
+        (_WEIGHTING_FLAGS, settings.weighting),
+        (_EFFECTIVE_FLAGS, settings.effective),
+        (_PRIOR_FLAGS, settings.prior),
+    ):
+        if value in flags:
+            used.append((flags[value], None))
+    if settings.eset is not None:
+        used.append(("--eset", settings.eset))
+    used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
+    if engine.cpus is not None:
+        used.append(("--cpu", engine.cpus))
+    return tuple(used)
