@@ -27,7 +27,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -48,7 +48,13 @@ from .format import (
 if TYPE_CHECKING:
     from pyhmmer.easel import Alphabet
 
-    from .readahead import ReadAhead
+
+class ReadsAhead(Protocol):
+    """What `makedb` takes as a read of its file already under way (`readahead.ReadAhead`)."""
+
+    def take(
+        self, fasta: Path, shards: int, alphabet: str | None, format: str | None = None
+    ) -> tuple[str, list[SequenceShard]] | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +145,7 @@ def makedb(
     outdir: str | os.PathLike | None,
     shards: int = 1,
     alphabet: str | None = None,
-    read_ahead: ReadAhead | None = None,
+    read_ahead: ReadsAhead | None = None,
     format: str | None = None,
 ) -> SequenceDatabase:
     """Read the sequence file `fasta` (plain or gzip) as Easel does and write a sharded database
