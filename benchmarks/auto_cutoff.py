@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from gpuhmm import options  # noqa: E402
 from gpuhmm.engine import gpu_problem  # noqa: E402
-from gpuhmm.local import input_bytes  # noqa: E402
+from gpuhmm.placement import input_bytes  # noqa: E402
 
 from cpu_vs_pyhmmer import compare_tables  # noqa: E402
 from endtoend import (  # noqa: E402

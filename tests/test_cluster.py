@@ -25,7 +25,7 @@ import pyhmmer
 import pytest
 import yaml
 
-from gpuhmm import cluster, engine, local
+from gpuhmm import cluster, engine, local, placement
 from gpuhmm.cli import main
 from gpuhmm.db import database as seqdb
 from gpuhmm.db.models import ModelsOnDisk, read_models
@@ -123,7 +123,7 @@ def test_gpu_workers_are_forked_with_the_engine_imported_and_shown_their_own_gpu
     stand_in.LocalCUDACluster = _StandInCUDACluster
     monkeypatch.setitem(sys.modules, "dask_cuda", stand_in)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    with cluster.start_executor(EngineSettings("gpu", cpus=2)) as executor:
+    with placement.start_executor(EngineSettings("gpu", cpus=2)) as executor:
         assert isinstance(executor, cluster.DaskExecutor) and not executor.in_process
         imported = executor.client().run(lambda: "gpuhmm.worker" in sys.modules)
         # A call of its own, after the check: unpickling a function that names `worker` imports it.
@@ -178,12 +178,12 @@ def test_an_executor_of_local_gpus_starts_cuda_as_it_starts(monkeypatch, backend
     find their GPUs set up; one GPU, worked in this process, has its context made at once
     (`local.start_gpu`); the CPU backend leaves CUDA alone."""
     calls = []
-    monkeypatch.setattr(cluster, "local_gpus", lambda backend, scheduler=None: gpus)
+    monkeypatch.setattr(placement, "local_gpus", lambda backend, scheduler=None: gpus)
     monkeypatch.setattr(cluster, "_start_worker_forkserver", lambda: None)
     monkeypatch.setattr(cluster.DaskExecutor, "_start", lambda self: None)
     monkeypatch.setattr(engine, "cupy_problem", lambda: None)  # CuPy's import, without CuPy, then fails
     monkeypatch.setattr(cudadriver.ctypes, "CDLL", lambda name: _StandInDriver(calls))
-    executor = cluster.start_executor(EngineSettings(backend, cpus=2))
+    executor = placement.start_executor(EngineSettings(backend, cpus=2))
     assert isinstance(executor, cluster.DaskExecutor if gpus > 1 else local.LocalExecutor)
     for thread in threading.enumerate():
         if thread.name in ("gpuhmm-cuda-driver", "gpuhmm-cluster-start", local.CUDA_START_THREAD):
@@ -292,8 +292,8 @@ def test_a_search_without_a_scheduler_on_one_gpu_at_most_runs_in_this_process(
     monkeypatch, backend, expected_cells, visible, gpus, counted
 ):
     asked = []
-    monkeypatch.setattr(cluster, "local_gpus", lambda backend, scheduler=None: asked.append(backend) or visible)
-    with cluster.start_executor(EngineSettings(backend, cpus=3), expected_cells) as executor:
+    monkeypatch.setattr(placement, "local_gpus", lambda backend, scheduler=None: asked.append(backend) or visible)
+    with placement.start_executor(EngineSettings(backend, cpus=3), expected_cells) as executor:
         assert isinstance(executor, local.LocalExecutor) and executor.in_process
         assert (executor.workers, executor.gpus, executor.scheduler) == (3, gpus, None)
         assert executor.describe().endswith(", 3 thread(s)")

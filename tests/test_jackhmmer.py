@@ -15,8 +15,7 @@ import pytest
 from pyhmmer.easel import Alphabet, SequenceFile
 
 import gpuhmm
-from gpuhmm import EngineSettings, JackhmmerOptions, streamed
-from gpuhmm import search as search_module
+from gpuhmm import EngineSettings, JackhmmerOptions, placement, streamed
 from gpuhmm.cli import main
 from gpuhmm.db import stream
 from gpuhmm.engine.reference import ReferenceEngine
@@ -109,7 +108,7 @@ def test_jackhmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
     """The GPU filters (their numpy reference) in every round, against the binary run here on
     heldout.faa, where each query goes on for 2 or 3 rounds."""
     jackhmmer = hmmer_binary("jackhmmer")
-    monkeypatch.setattr(search_module, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     monkeypatch.chdir(tmp_path)
     inputs = [str(QUERIES), str(DATA / "heldout.faa")]

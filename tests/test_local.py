@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gpuhmm import local, options, search
+from gpuhmm import local, options, placement
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -186,7 +186,7 @@ def test_auto_takes_the_cpu_below_the_cutoff_and_the_tables_are_the_same(
 ):
     """A usable GPU stands in (the numpy kernels behind the engine's interface)."""
     monkeypatch.setattr(options, "AUTO_GPU_MIN_CELLS_PER_THREAD", cutoff)
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", StampingEngine(90, warps=8))
     gpuhmm_log = logging.getLogger("gpuhmm")
     gpuhmm_log.addHandler(caplog.handler)  # the CLI's own handler does not propagate
@@ -253,18 +253,20 @@ def test_a_files_size_estimates_its_residues_and_a_gzip_file_its_uncompressed_si
     fasta = DATA / TINY["seqfile"]
     compressed = tmp_path / "proteins.faa.gz"
     compressed.write_bytes(gzip.compress(fasta.read_bytes()))
-    assert local.input_bytes(fasta) == local.input_bytes(compressed) == fasta.stat().st_size
-    assert local.input_bytes("-") is None and local.input_bytes(tmp_path / "absent") is None
+    assert placement.input_bytes(fasta) == placement.input_bytes(compressed) == fasta.stat().st_size
+    assert placement.input_bytes("-") is None and placement.input_bytes(tmp_path / "absent") is None
     models = DATA / TINY["hmmfile"]
-    assert local.expected_cells(models, fasta) == models.stat().st_size / local.NODE_BYTES * fasta.stat().st_size
-    assert local.expected_cells(fasta, fasta, queries_are_sequences=True) == fasta.stat().st_size ** 2
-    assert local.expected_cells(fasta, fasta, True, rounds=3) == 3 * fasta.stat().st_size ** 2
+    assert (
+        placement.expected_cells(models, fasta) == models.stat().st_size / placement.NODE_BYTES * fasta.stat().st_size
+    )
+    assert placement.expected_cells(fasta, fasta, queries_are_sequences=True) == fasta.stat().st_size ** 2
+    assert placement.expected_cells(fasta, fasta, True, rounds=3) == 3 * fasta.stat().st_size ** 2
 
 
 def test_a_makedb_database_named_by_its_manifest_counts_its_files(tmp_path):
     from gpuhmm.db import database
 
     database.makedb(DATA / TINY["seqfile"], tmp_path / "db", 2)
-    whole = local.input_bytes(tmp_path / "db")
+    whole = placement.input_bytes(tmp_path / "db")
     assert whole > (DATA / TINY["seqfile"]).stat().st_size // 2
-    assert local.input_bytes(tmp_path / "db" / "manifest.json") == whole
+    assert placement.input_bytes(tmp_path / "db" / "manifest.json") == whole

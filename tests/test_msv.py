@@ -172,21 +172,21 @@ def test_backend_gpu_without_a_gpu_is_a_clear_error(tmp_path):
 def test_a_cluster_of_gpus_leaves_cuda_to_its_workers(monkeypatch):
     """With several local GPU workers, the backend is decided by CuPy being installed, without
     loading it here; a worker that cannot use its GPU says so in a one-line error."""
-    from gpuhmm import GpuhmmError, engine, search
+    from gpuhmm import GpuhmmError, engine, placement
     from gpuhmm.worker import state as worker_state
 
     def loads_cupy():
         raise AssertionError("this process loaded CuPy")
 
-    monkeypatch.setattr(search, "gpu_problem", loads_cupy)
+    monkeypatch.setattr(placement, "gpu_problem", loads_cupy)
     monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: None)
-    assert search.resolve_backend("auto", cluster_gpus=2) == "cpu"
+    assert placement.resolve_backend("auto", cluster_gpus=2) == "cpu"
     with pytest.raises(GpuhmmError, match="--backend gpu: CuPy is needed"):
-        search.resolve_backend("gpu", cluster_gpus=2)
+        placement.resolve_backend("gpu", cluster_gpus=2)
     monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: object())
-    assert search.resolve_backend("gpu", cluster_gpus=2) == "gpu"
+    assert placement.resolve_backend("gpu", cluster_gpus=2) == "gpu"
     # The same for --backend gpu on a running scheduler's workers (a warm cluster).
-    assert search.resolve_backend("gpu", scheduler="tcp://127.0.0.1:8786") == "gpu"
+    assert placement.resolve_backend("gpu", scheduler="tcp://127.0.0.1:8786") == "gpu"
 
     monkeypatch.setattr(worker_state, "gpu_problem", lambda: "no CUDA GPU is visible to this process")
     with pytest.raises(GpuhmmError, match=r"--backend gpu on .+:\d+: no CUDA GPU is visible"):

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from pyhmmer.errors import MissingCutoffs
 
-from . import iterative, local, streamed
+from . import iterative, local, placement, streamed
 from ._host import available_cpus
-from .cluster import start_executor
 from .db import database as seqdb
 from .db import fasta, inputs, memory, models, sources, stream
 from .errors import GpuhmmError
@@ -29,7 +28,7 @@ from .output import jackhmmer_report, merge, summary, tables
 from .output.files import check_outputs
 from .output.report import Report, Stopwatch
 from .output.report_header import ReportHeader, header_options, jackhmmer_header_options
-from .search import auto_choice, resolve_backend, run_scan, run_search
+from .search import run_scan, run_search
 from .shuffle import significance
 from .worker import STATE, prepare_worker
 
@@ -43,7 +42,7 @@ log = logging.getLogger("gpuhmm")
 class _Job:
     """One search or scan as asked for: the program whose outputs it writes, its inputs as the
     user named them, its settings, and the command line that the tables' footer names.
-    `executor` is an executor already started (`cluster.start_executor`) and `read_ahead` a
+    `executor` is an executor already started (`placement.start_executor`) and `read_ahead` a
     `ReadAhead` of the sequences already reading (the CLI starts both before its imports)."""
 
     program: str  # hmmsearch | phmmer | hmmscan | jackhmmer
@@ -192,7 +191,7 @@ def hmmscan(
 class _Run:
     """What the prelude of a search or scan sets up."""
 
-    executor: object  # `cluster.start_executor`'s
+    executor: object  # `placement.start_executor`'s
     backend: str
     cpus: int
     hmms: list
@@ -226,8 +225,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
     cpus = engine.threads or available_cpus()
     executor = job.executor
     if executor is None:
-        expected = local.expected_cells(*job.given, _query_kind(job.program) == "queries", rounds)
-        executor = start_executor(engine, expected)
+        expected = placement.expected_cells(*job.given, _query_kind(job.program) == "queries", rounds)
+        executor = placement.start_executor(engine, expected)
     with executor, contextlib.ExitStack() as cleanup:
         if job.read_ahead is not None:
             cleanup.callback(job.read_ahead.close)
@@ -243,9 +242,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
             started = time.perf_counter()
             sequences_path = sources.written(sequences_path, job.sequences, hmms, cleanup)
             run.timed("write sequences", started)
-        residues = _residues(sequences_path)
-        cells = None if residues is None else sum(hmm.M for hmm in hmms) * residues * rounds
-        run.backend = resolve_backend(engine.backend, executor.gpus, engine.scheduler, cells, cpus)
+        cells = placement.job_cells(hmms, sequences_path, rounds)
+        run.backend = placement.resolve_backend(engine.backend, executor.gpus, engine.scheduler, cells, cpus)
         # Workers in other processes are prepared once their cluster has started: waiting for it.
         # Only models on disk are configured ahead. HMMs in memory (phmmer's, jackhmmer's) travel
         # in the shared context: Dask's plugins go through cloudpickle, which fails on pyhmmer's HMMs.
@@ -264,19 +262,10 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
             )
             run.timed("database", started)
         if engine.backend == "auto":
-            log.info(auto_choice(run.backend, cells, cpus))
+            log.info(placement.auto_choice(run.backend, cells, cpus))
         if engine.domaindef == "gpu" and run.backend == "cpu":
             log.warning("--domaindef gpu: on the CPU backend, pyhmmer defines the domains, as with --domaindef cpu")
         yield run
-
-
-def _residues(sequences):
-    """The database's residues before it is read: a makedb database's own count, else the
-    FASTA file's size (`local.input_bytes`), a little more."""
-    path = Path(sequences)
-    if path.is_dir() or path.name == seqdb.MANIFEST:
-        return seqdb.SequenceDatabase.open(path).residues
-    return local.input_bytes(path)
 
 
 def _search(job, read_models, models_reread=False, queries=None, header=()):

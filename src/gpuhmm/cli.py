@@ -98,8 +98,7 @@ def _engine(args, db_shards=None):
 def _search(args, command):
     """`search`, `phmmer` and `scan`: the executor (a Dask cluster, or a pool of threads here
     starting the GPU) and the reading of a sequence file start first, before the imports."""
-    from .cluster import start_executor
-    from .local import expected_cells
+    from .placement import expected_cells, start_executor
 
     options, outputs, engine, formats = _options(args), _outputs(args), _engine(args), _formats(args)
     phmmer = {"builder": _phmmer_options(args)} if args.command == "phmmer" else {}
@@ -203,9 +202,8 @@ def _jackhmmer(args, command):
     """`jackhmmer`: as `_search`, the cluster and the reading of the database start first; the
     database is split into as many shards as worker threads unless `--db-shards` says."""
     from ._host import available_cpus
-    from .cluster import start_executor
-    from .local import expected_cells
     from .options import DEFAULT_SEARCH
+    from .placement import expected_cells, start_executor
 
     formats = _formats(args)
     _check_exclusive(args)

@@ -1,13 +1,12 @@
 """The Dask side: the only module that imports dask/distributed (and dask_cuda).
 
-`start_executor` picks what runs a search's tasks. An existing scheduler (`--scheduler ADDRESS`,
-e.g. a `dask scheduler` with workers on many nodes, or `gpuhmm cluster`), or several GPUs on this
-node, take Dask: for the GPUs, dask_cuda's `LocalCUDACluster`, one worker process per GPU.
-Otherwise the tasks run on a pool of threads in this process (`local.LocalExecutor`), without
-Dask. Task arguments are serialized, so they stay small (a database is passed by reference to
-its files). Where a cluster has several workers, each database shard has a home worker that its
-tasks prefer, so that it is loaded once and stays resident there; the last, smallest tasks go
-to whichever worker is free first (`FLOATING_SHARE`). `gpuhmm cluster` (`serve`) runs a
+`DaskExecutor` runs a search's tasks where `placement.start_executor` picks Dask: an existing
+scheduler (`--scheduler ADDRESS`, e.g. a `dask scheduler` with workers on many nodes, or
+`gpuhmm cluster`), or several GPUs on this node, for which dask_cuda's `LocalCUDACluster` runs
+one worker process per GPU. Task arguments are serialized, so they stay small (a database is
+passed by reference to its files). Where a cluster has several workers, each database shard has
+a home worker that its tasks prefer, so that it is loaded once and stays resident there; the
+last, smallest tasks go to whichever worker is free first (`FLOATING_SHARE`). `gpuhmm cluster` (`serve`) runs a
 cluster that outlives the searches: dask_cuda's for several GPUs, else a `LocalCluster` of one
 in-process worker with one thread per core.
 """
@@ -36,7 +35,7 @@ import uuid
 from ._host import available_cpus
 from .engine import cudadriver
 from .errors import GpuhmmError
-from .local import LocalExecutor, Progress, may_use_gpu
+from .local import Progress
 from .output.files import check_outputs
 
 log = logging.getLogger("gpuhmm")
@@ -101,23 +100,6 @@ def _visible_gpus():
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(line.startswith("GPU ") for line in listing.stdout.splitlines()) if listing.returncode == 0 else 0
-
-
-def start_executor(engine, expected_cells=None):
-    """What runs the tasks of a search with `engine`'s settings (`options.EngineSettings`), started
-    now: a `DaskExecutor` for a running scheduler or several local GPUs, else a `LocalExecutor`
-    of `--cpu` threads in this process. Where the GPU backend may run (`local.may_use_gpu`:
-    `--backend gpu`, or `auto` and a job of `expected_cells`, an estimate or None, large enough),
-    the GPUs are counted and a `LocalExecutor` starts its GPU as it is made; a job too small for
-    the GPU takes neither."""
-    workers = engine.threads or available_cpus()
-    if engine.scheduler:
-        return DaskExecutor(engine.scheduler, workers)
-    gpu = may_use_gpu(engine.backend, expected_cells, workers)
-    gpus = local_gpus(engine.backend) if gpu else 0
-    if gpus > 1:
-        return DaskExecutor(None, workers, gpus)
-    return LocalExecutor(workers, gpus, warm_gpu=gpu)
 
 
 @functools.cache

@@ -5,7 +5,7 @@ pool of `--cpu` threads in this process (pyhmmer and the GPU engine release the 
 lock), which shares the database shards held in memory. It starts at once: no Dask to import,
 no cluster to start. Where the GPU backend may run, it starts the GPU in the background as it is
 made (`start_gpu`), while the inputs are read. `Progress` is the progress lines every executor
-logs; `process_started` and `expected_cells` serve the run summary and `--backend auto`.
+logs; `process_started` serves the run summary.
 """
 
 from __future__ import annotations
@@ -13,12 +13,8 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
-import struct
 import threading
 import time
-from pathlib import Path
-
-from . import options
 
 log = logging.getLogger("gpuhmm")
 
@@ -27,10 +23,6 @@ _IMPORTED = time.time()
 
 #: How often a long search reports progress, at most.
 PROGRESS_SECONDS = 10.0
-
-#: Bytes per model node of HMMER's binary model files, uncompressed; its text files take more, so
-#: that an estimate of a file's nodes from its size errs towards the GPU.
-NODE_BYTES = 200
 
 #: What a task dropped after another failed gives.
 _DROPPED = object()
@@ -212,48 +204,3 @@ def first_kernel_seconds(engine, since):
     if launched is None or launched < since:
         return None
     return round(launched - process_started(), 3)
-
-
-def input_bytes(path):
-    """The bytes a search reads from `path`: a file's, gzip's uncompressed (its trailer's count),
-    a directory's files' together; None for a stream or what is not a path."""
-    if not isinstance(path, (str, os.PathLike)) or str(path) == "-":
-        return None
-    from .db.format import MANIFEST
-
-    path = Path(path)
-    if path.name == MANIFEST:  # a makedb database named by its manifest: the database's files
-        path = path.parent
-    try:
-        if path.is_dir():
-            return sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
-        if not path.is_file():
-            return None
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if handle.read(2) != b"\x1f\x8b" or size < 18:
-                return size
-            handle.seek(-4, os.SEEK_END)
-            # The trailer counts modulo 2**32: a larger file is at least its compressed size.
-            return max(size, struct.unpack("<I", handle.read(4))[0])
-    except OSError:
-        return None
-
-
-def expected_cells(queries, sequences, queries_are_sequences=False, rounds=1):
-    """Cells (Σ M × residues) a search may cover, from its files' sizes alone, before they are
-    read: an estimate erring high (a FASTA file's bytes for its residues, `NODE_BYTES` per model
-    node, a query's residues for its nodes), times the `rounds` the database is searched
-    (jackhmmer's); None where a size is unknown."""
-    nodes, residues = input_bytes(queries), input_bytes(sequences)
-    if nodes is None or residues is None:
-        return None
-    return (nodes if queries_are_sequences else nodes / NODE_BYTES) * residues * rounds
-
-
-def may_use_gpu(backend, cells, threads):
-    """Whether a search may run on the GPU backend: asked for, or `auto` with `cells` (None:
-    unknown) at least `options.AUTO_GPU_MIN_CELLS_PER_THREAD` per thread."""
-    if backend == "auto":
-        return cells is None or cells >= options.AUTO_GPU_MIN_CELLS_PER_THREAD * threads
-    return backend == "gpu"

@@ -18,13 +18,9 @@ import time
 import numpy as np
 from pyhmmer.errors import MissingCutoffs
 
-from . import options
 from .db.models import balance_by_length, guided_groups, lacking_cutoffs
-from .engine import cupy_problem, gpu_problem
-from .errors import GpuhmmError
 from .hits import tophits
 from .hits.text import label
-from .local import may_use_gpu
 from .messages import ScanPiece, SearchTask, SharedContext
 from .worker import run_task, scan_filter_task, scan_task
 
@@ -48,36 +44,6 @@ class SearchResult:
     #: When the first pairs were queued for the tail and the last finished there (Unix seconds;
     #: GPU backend, `--domaindef gpu`), or None.
     tail_window: tuple | None = None
-
-
-def resolve_backend(requested, cluster_gpus=0, scheduler=None, cells=None, threads=1):
-    """The backend a run uses: "gpu" where asked for, or, with "auto", where a GPU is usable and
-    the job's `cells` (None: unknown) are enough for it over `threads` worker threads
-    (`local.may_use_gpu`; `auto_choice` tells the choice).
-
-    With a local cluster of several GPUs (`cluster_gpus`), or `--backend gpu` on a running
-    `scheduler`'s workers, CUDA is the workers' alone: this process only checks that CuPy is
-    installed (starting CUDA here would cost a second and a context on a GPU it does not use),
-    and each worker finds its GPU."""
-    if not may_use_gpu(requested, cells, threads):
-        return "cpu"
-    problem = cupy_problem() if cluster_gpus > 1 or (scheduler and requested == "gpu") else gpu_problem()
-    if problem is None:
-        return "gpu"
-    if requested == "gpu":
-        raise GpuhmmError("--backend gpu", problem)
-    return "cpu"
-
-
-def auto_choice(backend, cells, threads):
-    """How `--backend auto` chose `backend` for a job of `cells` (None: unknown) on `threads`
-    threads, as the log tells it."""
-    if backend == "gpu":
-        return f"backend auto: the GPU, for {'unknown' if cells is None else f'{cells:.3g}'} cells"
-    if not may_use_gpu("auto", cells, threads):
-        cutoff = options.AUTO_GPU_MIN_CELLS_PER_THREAD * threads
-        return f"backend auto: the CPU, for {cells:.3g} cells (the GPU from {cutoff:.3g} on {threads} thread(s))"
-    return "backend auto: the CPU, no GPU being usable here (--backend gpu says why)"
 
 
 def plan_tasks(models, database, model_groups, slots, backend):
