@@ -1,4 +1,5 @@
-"""`gpuhmm search | phmmer | scan | makedb | splitmodels | merge`: hmmsearch's options, one-line errors.
+"""`gpuhmm search | phmmer | scan | jackhmmer | makedb | splitmodels | cluster | merge`: HMMER's
+options, one-line errors.
 
 Every error, a usage error included, is one line on stderr, `gpuhmm COMMAND: error: ...`, and
 exit status 1, as hmmsearch's. The arguments themselves are defined in `cli_arguments`.

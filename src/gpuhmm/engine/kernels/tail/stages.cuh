@@ -1,5 +1,5 @@
 // HMMER 3.4's p7_Pipeline from p7_ForwardParser on (src/p7_pipeline.c, src/p7_domaindef.c), cut
-// into four stages whose work items are independent, so that each runs as one kernel over all its
+// into five stages whose work items are independent, so that each runs as one kernel over all its
 // items with memory sized by the item (tail.cu), and the host build loops over the same items:
 //   1. parse (per pair): Forward parser, the F3 test, Backward parser, p7_DomainDecoding and the
 //      region scan; regions are appended to a queue.
