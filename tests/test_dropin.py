@@ -355,12 +355,12 @@ def test_scan_report_on_the_gpu_path_counts_every_model(tmp_path, monkeypatch):
     statistics still count every model, and Z is the number of models, as hmmscan's."""
     import gzip
 
-    from gpuhmm import search
+    from gpuhmm import placement
     from gpuhmm.cli import main
     from gpuhmm.engine.reference import ReferenceEngine
     from gpuhmm.worker import STATE
 
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     ours = _ours(tmp_path)
     queries = DATA / "heldout.faa"

@@ -14,7 +14,7 @@ import subprocess
 import pyhmmer
 import pytest
 
-from gpuhmm import search
+from gpuhmm import placement
 from gpuhmm.cli import main
 from gpuhmm.db import fasta, models
 from gpuhmm.engine.reference import ReferenceEngine
@@ -110,7 +110,7 @@ def test_scan_model_column_counts_the_hits_kept_before_the_last_model(tmp_path, 
     hmmscan's Model column is 9 wide, not 8. On the GPU path (the filters' numpy model), each
     sequence meets only its candidate models."""
     if backend == "gpu":
-        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(placement, "gpu_problem", lambda: None)
         monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     pressed = tmp_path / "models.hmm"
     pressed.write_bytes(gzip.decompress((DATA / "pfam-test.h3m.gz").read_bytes()))
@@ -233,7 +233,7 @@ def test_seed_lines_as_each_program_prints_them(tmp_path, monkeypatch, program, 
 def _reference_engine(monkeypatch, backend):
     """On the GPU path, the filters' numpy model."""
     if backend == "gpu":
-        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(placement, "gpu_problem", lambda: None)
         monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
 
 

@@ -165,11 +165,11 @@ def test_a_latin1_database_and_standard_input_as_hmmsearch(tmp_path, monkeypatch
 def test_latin1_queries_and_targets_on_the_gpu_path_as_phmmer(tmp_path, monkeypatch):
     """The GPU backend's filters (the numpy reference engine standing in for the kernels) and
     pyhmmer after them: the hits keep their bytes through the worker's name index."""
-    from gpuhmm import search
+    from gpuhmm import placement
     from gpuhmm.engine.reference import ReferenceEngine
     from gpuhmm.worker import STATE
 
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     fasta = _latin1_fasta(tmp_path / "latin1.faa")
     ours = _ours(tmp_path, monkeypatch)

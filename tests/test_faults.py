@@ -9,7 +9,7 @@ import os
 import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from gpuhmm import search
+from gpuhmm import placement
 from gpuhmm.cluster import NO_STEALING, DaskExecutor
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
@@ -47,7 +47,7 @@ class ScarceMemoryEngine(ReferenceEngine):
 def scarce_gpu(monkeypatch):
     def install(room):
         engine = ScarceMemoryEngine(room)
-        monkeypatch.setattr(search, "gpu_problem", lambda: None)
+        monkeypatch.setattr(placement, "gpu_problem", lambda: None)
         monkeypatch.setattr(STATE, "gpu_engine", engine)
         return engine
 

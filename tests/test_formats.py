@@ -15,8 +15,7 @@ import subprocess
 import pytest
 
 import gpuhmm
-from gpuhmm import SequenceFormats
-from gpuhmm import search as search_module
+from gpuhmm import SequenceFormats, placement
 from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.options import SEQUENCE_FORMATS
@@ -220,7 +219,7 @@ def test_the_api_takes_the_asserted_formats(tmp_path):
 def test_the_gpu_path_keeps_the_accessions(tmp_path, monkeypatch, program):
     """The GPU filters' survivors (the filters' numpy model here) reach pyhmmer with their
     accessions, as targets and as hmmscan's queries."""
-    monkeypatch.setattr(search_module, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     models = tmp_path / "tiny.hmm"
     models.write_bytes(TINY.read_bytes())

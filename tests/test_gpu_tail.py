@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyhmmer
 import pytest
 
+from gpuhmm.engine import gpu_problem
 from gpuhmm.hits import records
-from gpuhmm.search import gpu_problem
 from gpuhmm.stages.tail import launch, readback, scores, serialized
 
 from helpers.tail import CASES, SETTINGS, records_of, tables_of

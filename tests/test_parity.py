@@ -10,7 +10,7 @@ import time
 import pyhmmer
 import pytest
 
-from gpuhmm import search
+from gpuhmm import placement
 from gpuhmm.cli import main
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
@@ -45,7 +45,7 @@ def test_other_inputs_identical_to_hmmsearch(tmp_path, run, case):
 def reference_gpu(monkeypatch):
     """The GPU backend's whole path (filter, survivors, pyhmmer tail, restated statistics),
     with the numpy model of the kernels standing in for the device."""
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
 
 
@@ -78,7 +78,7 @@ def test_a_share_of_a_workers_threads_runs_ssv_at_once(tmp_path, monkeypatch):
     """With 8 threads, 2 run SSV at most, so that tasks leave it one after another; 12 tasks
     keep every thread busy. The tables stay hmmsearch's."""
     engine = CountingEngine()
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", engine)
     monkeypatch.setattr(STATE, "sieve_slots", None)
     run_golden(tmp_path, "search", "heldout", "defaults", *_engine(3, 4, backend="gpu", cpus=8))

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuhmm import search
+from gpuhmm import placement
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -28,7 +28,7 @@ def test_phmmer_identical_to_phmmer(tmp_path, run, case):
 
 
 def test_phmmer_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     _phmmer(tmp_path, "phmmer_heldout", "defaults", backend="gpu", db_shards=2)
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gpuhmm import search
+from gpuhmm import placement
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -36,7 +36,7 @@ def test_scan_identical_to_hmmscan(tmp_path, case, db_shards, cpus):
 
 def test_scan_on_the_gpu_path_with_reference_engine(tmp_path, monkeypatch):
     """The GPU filters (their numpy model) choose each sequence's models; the rows stay hmmscan's."""
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", ReferenceEngine(90, warps=8))
     _scan(tmp_path, "cut_ga", backend="gpu")
 

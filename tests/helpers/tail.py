@@ -186,10 +186,10 @@ class HostTailEngine(ReferenceEngine):
 def install_host_tail(monkeypatch, engine):
     """`engine` as every worker's GPU, the tail queue giving it pairs of the tests' small jobs
     too (no latency, no serial chain, no wait for jobs to join) and grouping none on the host."""
-    from gpuhmm import search
+    from gpuhmm import placement
     from gpuhmm.worker import STATE, tailqueue
 
-    monkeypatch.setattr(search, "gpu_problem", lambda: None)
+    monkeypatch.setattr(placement, "gpu_problem", lambda: None)
     monkeypatch.setattr(STATE, "gpu_engine", engine)
     monkeypatch.setattr(tailqueue, "GPU_LATENCY", 0.0)
     monkeypatch.setattr(tailqueue, "GPU_CHAIN_SECONDS", 0.0)
