@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhmm import GpuhmmError, JackhmmerOptions, SearchOptions
+from gpuhmm import EngineSettings, GpuhmmError, JackhmmerOptions, SearchOptions
 
 
 def test_defaults_are_hmmer_defaults():
@@ -79,3 +79,12 @@ def test_jackhmmer_refuses_model_cutoffs():
     with pytest.raises(GpuhmmError, match="--cut_ga: jackhmmer does not accept model cutoffs"):
         JackhmmerOptions.check_search(SearchOptions(cut="ga"))
     JackhmmerOptions.check_search(SearchOptions())
+
+
+def test_jackhmmer_splits_the_database_per_thread_unless_told():
+    """The CLI and the API take the same default: one shard, or one per worker thread for
+    jackhmmer, whose single query would otherwise keep one thread busy."""
+    assert EngineSettings(cpus=3).database_shards("jackhmmer") == 3
+    assert EngineSettings(cpus=3).database_shards("hmmsearch") == 1
+    assert EngineSettings(cpus=3, db_shards=2).database_shards("jackhmmer") == 2
+    assert EngineSettings(cpus=0).database_shards("jackhmmer") == 1

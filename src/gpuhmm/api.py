@@ -258,7 +258,13 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         if not run.streamed:
             started = time.perf_counter()
             run.database = _open_database(
-                sequences_path, job.sequences_format, hmms, engine.db_shards, cleanup, executor, job.read_ahead
+                sequences_path,
+                job.sequences_format,
+                hmms,
+                engine.database_shards(job.program),
+                cleanup,
+                executor,
+                job.read_ahead,
             )
             run.timed("database", started)
         if engine.backend == "auto":

@@ -83,13 +83,13 @@ def _outputs(args):
     )
 
 
-def _engine(args, db_shards=None):
-    """The engine settings of `args`; `db_shards` where `--db-shards` is not given."""
+def _engine(args):
+    """The engine settings of `args`."""
     return EngineSettings(
         backend=args.backend,
         scheduler=args.scheduler,
         cpus=args.cpu,
-        db_shards=args.db_shards if args.db_shards is not None else db_shards,
+        db_shards=args.db_shards,
         model_shards=getattr(args, "model_shards", None),
         shard_memory=args.shard_memory,
         domaindef=getattr(args, "domaindef", None),
@@ -111,7 +111,10 @@ def _search(args, command):
     check_outputs(outputs.named(), (query_file, args.seqfile))
     executor = start_executor(engine, expected_cells(query_file, args.seqfile, args.command == "phmmer"))
     read_ahead = _start_reading(
-        args, executor, formats.query if args.command == "scan" else formats.target, engine.db_shards
+        args,
+        executor,
+        formats.query if args.command == "scan" else formats.target,
+        engine.database_shards(args.command),
     )
     from . import api
 
@@ -202,7 +205,6 @@ JACKHMMER_OPTIONS = tuple(field.name for field in dataclasses.fields(JackhmmerOp
 def _jackhmmer(args, command):
     """`jackhmmer`: as `_search`, the cluster and the reading of the database start first; the
     database is split into as many shards as worker threads unless `--db-shards` says."""
-    from ._host import available_cpus
     from .options import DEFAULT_SEARCH
     from .placement import expected_cells, start_executor
 
@@ -225,13 +227,13 @@ def _jackhmmer(args, command):
         alignments=args.alignments,
         report=_report(args),
     )
-    engine = _engine(args, EngineSettings(cpus=args.cpu).threads or available_cpus())
+    engine = _engine(args)
     from .output.files import check_outputs
 
     check_outputs({**outputs.named(), **settings.checked_outputs()}, (args.queryfile, args.seqfile))
     expected = expected_cells(args.queryfile, args.seqfile, True, settings.max_iterations)
     executor = start_executor(engine, expected)
-    read_ahead = _start_reading(args, executor, formats.target, engine.db_shards)
+    read_ahead = _start_reading(args, executor, formats.target, engine.database_shards("jackhmmer"))
     from . import api
 
     api.jackhmmer(

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Collection, Mapping
 from typing import Any, NoReturn, TypeGuard
 
+from ._host import available_cpus
 from .errors import GpuhmmError
 
 #: `--cut_ga|tc|nc` → pyhmmer's `bit_cutoffs` names.
@@ -298,7 +299,7 @@ class EngineSettings:
     backend: str = "auto"  # auto | cpu | gpu
     scheduler: str | None = None  # a running Dask scheduler's address; None: start a local cluster
     cpus: int | None = None  # worker threads; 0: one (hmmsearch's --cpu 0); None: every core this process may use
-    db_shards: int = 1  # shards a FASTA database is split into
+    db_shards: int | None = None  # shards a FASTA database is split into; None: `database_shards`
     model_shards: int | None = None  # model groups balanced by length; None: guided groups
     shard_memory: int | None = None  # bytes a worker may keep shards resident in; None: half its GPU's
     domaindef: str | None = None  # gpu | cpu: where the GPU backend runs the stages after the Forward filter
@@ -308,7 +309,7 @@ class EngineSettings:
         if self.scheduler is not None and not isinstance(self.scheduler, (str, os.PathLike)):
             _fail(f"--scheduler must be an address or a scheduler file, not {self.scheduler!r}")
         _check_integer("--cpu", self.cpus, 0, optional=True)
-        _check_integer("--db-shards", self.db_shards, 1)
+        _check_integer("--db-shards", self.db_shards, 1, optional=True)
         _check_integer("--model-shards", self.model_shards, 1, optional=True)
         if self.shard_memory is not None and not (_is_number(self.shard_memory) and self.shard_memory > 0):
             _fail(f"--shard-memory must be more than 0, not {self.shard_memory!r}")
@@ -324,6 +325,13 @@ class EngineSettings:
     def threads(self) -> int | None:
         """The worker threads asked for, at least one; None: every core this process may use."""
         return None if self.cpus is None else max(1, self.cpus)
+
+    def database_shards(self, program: str) -> int:
+        """The shards `program` splits a FASTA database into: `db_shards`, else one, or for
+        jackhmmer one per worker thread, so that its query's rounds use every thread."""
+        if self.db_shards is not None:
+            return self.db_shards
+        return (self.threads or available_cpus()) if program == "jackhmmer" else 1
 
 
 #: The amino acid substitution matrices built into Easel, which phmmer's `--mx` names.
