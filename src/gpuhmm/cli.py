@@ -17,6 +17,7 @@ from pathlib import Path
 from .cli_arguments import build_parser
 from .errors import GpuhmmError
 from .options import (
+    DEFAULT_SEARCH,
     EngineSettings,
     JackhmmerOptions,
     OutputFiles,
@@ -205,7 +206,6 @@ JACKHMMER_OPTIONS = tuple(field.name for field in dataclasses.fields(JackhmmerOp
 def _jackhmmer(args, command):
     """`jackhmmer`: as `_search`, the cluster and the reading of the database start first; the
     database is split into as many shards as worker threads unless `--db-shards` says."""
-    from .options import DEFAULT_SEARCH
     from .placement import expected_cells, start_executor
 
     formats = _formats(args)
