@@ -15,6 +15,7 @@ from ..options import (
     JackhmmerOptions,
     OutputFiles,
     PhmmerOptions,
+    ReportSettings,
     SearchOptions,
     SequenceFormats,
 )
@@ -179,12 +180,7 @@ def header_options(
         )
     ]
     used = [(flag, value) for flag, value in used if value and value != "-"]
-    settings = outputs.report
-    used += [(flag, None) for flag, on in (("--acc", settings.acc), ("--noali", settings.noali)) if on]
-    if settings.textw == 0:
-        used.append(("--notextw", None))
-    elif settings.textw != 120:
-        used.append(("--textw", settings.textw))
+    used += _report_flags(outputs.report)
     for given in (options, phmmer or PhmmerOptions()):
         for field in dataclasses.fields(given):
             value = getattr(given, field.name)
@@ -195,7 +191,7 @@ def header_options(
                 used.append((f"--cut_{value}", None))
             else:
                 used.append((flag, None if isinstance(value, bool) else value))
-    used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
+    used += _format_flags(formats)
     letter = PROGRAMS[program][3]
     printed = {flag for flag, programs, _ in _OPTION_LINES if letter in programs}
     return tuple((flag, value) for flag, value in used if flag in printed)
@@ -230,10 +226,7 @@ def jackhmmer_header_options(
     ):
         if path is not None and path != "-":
             used.append((flag, path))
-    report = outputs.report
-    used += [(flag, None) for flag, on in (("--acc", report.acc), ("--noali", report.noali)) if on]
-    if report.textw != 120:
-        used.append(("--notextw", None) if report.textw == 0 else ("--textw", report.textw))
+    used += _report_flags(outputs.report)
     if settings.seq_limit is not None:
         used.append(("--seq_limit", settings.seq_limit))
     for given, defaults in ((first_round, PhmmerOptions()), (search, DEFAULT_SEARCH)):
@@ -255,7 +248,22 @@ def jackhmmer_header_options(
             used.append((flags[value], None))
     if settings.eset is not None:
         used.append(("--eset", settings.eset))
-    used += [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
+    used += _format_flags(formats)
     if engine.cpus is not None:
         used.append(("--cpu", engine.cpus))
     return tuple(used)
+
+
+def _report_flags(report: ReportSettings) -> list[tuple[str, Any]]:
+    """The report settings that differ from HMMER's defaults, as header (flag, value) pairs."""
+    used: list[tuple[str, Any]] = [
+        (flag, None) for flag, on in (("--acc", report.acc), ("--noali", report.noali)) if on
+    ]
+    if report.textw != 120:
+        used.append(("--notextw", None) if report.textw == 0 else ("--textw", report.textw))
+    return used
+
+
+def _format_flags(formats: SequenceFormats) -> list[tuple[str, Any]]:
+    """The formats asserted, as header (flag, value) pairs."""
+    return [(f"--{name}", getattr(formats, name)) for name in ("qformat", "tformat") if getattr(formats, name)]
