@@ -14,7 +14,8 @@
 // Rounding: each predecessor weight is one float32 product of a Forward cell and a transition
 // (C/J's E weight: (E(i) · t) · scale(i), left to right); FNorm is a Kahan float32 sum then one
 // float32 division per weight; FChoose sums the float weights in double and tests each cumulative
-// sum over the total, an IEEE double quotient (below_quotient divides only near the draw).
+// sum over the total, an IEEE double quotient (below_quotient divides only near the draw). Both
+// run only where the raw weights' double sums leave the choice within a margin (fchoose_raw).
 // select_e multiplies each cell by the float32 1/E(i) (a float32 product) and accumulates in
 // double, testing the draw once a vector (the total never falls). Draws are x / 2^32 in double
 // after the uint32 step x ← 69069·x + 1.
@@ -88,11 +89,11 @@ TAIL_FN bool below_quotient(double roll, double c, double norm, double inv) {
     return roll < c / norm;
 }
 
-// esl_rnd_FChoose on N weights: one draw; the first index whose double cumulative weight over the
-// double total exceeds it (below_quotient), or −1 when none does (weights that are not finite).
+// esl_rnd_FChoose on N weights for the draw `roll`: the first index whose double cumulative
+// weight over the double total exceeds it (below_quotient), or −1 when none does (weights that
+// are not finite).
 template <int N>
-TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
-    double roll = rng_random(r);
+TAIL_FN int fchoose_rolled(double roll, const float *path) {
     double norm = 0.0, cumulative = 0.0;
     for (int z = 0; z < N; z++) norm += (double)path[z];
     const double inv = 1.0 / norm;
@@ -101,6 +102,37 @@ TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
         if (below_quotient(roll, cumulative, norm, inv)) return z;
     }
     return -1;
+}
+
+// esl_rnd_FChoose on N weights: one draw, then fchoose_rolled.
+template <int N>
+TAIL_FN int rnd_fchoose(Randomness *r, const float *path) {
+    return fchoose_rolled<N>(rng_random(r), path);
+}
+
+// What FNorm then FChoose choose for the draw `roll` among N raw weights (finite, ≥ 0), decided
+// from the raw weights' double sums c_z (c_{N−1} = n) where a margin allows: z, or −2 where it
+// does not (the caller then normalizes and chooses as the reference does). Proof: FNorm's
+// weights are w_z = fl(p_z / t), t ≈ n its float sum, so w_z = (p_z/t)(1 + δ_z) + α_z with
+// |δ_z| ≤ 2^−24 and |α_z| ≤ 2^−150 (a subnormal's absolute error); t cancels in FChoose's
+// quotient of their double sums, which is ρ_z = Σ_{j≤z} p_j / Σ p_j within a factor 1 ± 2^−22.9
+// and 2^−146 (its sums' and its division's roundings included); c_z / n is ρ_z within 6 double
+// ulps. So c_z > roll·n·(1 + 2^−20) + 2^−140·n makes roll < the quotient, and c_z below
+// roll·n·(1 − 2^−20) − 2^−140·n makes it ≥ roll. The last quotient is exactly 1 (both of its
+// sums add the same weights in the same order), above any draw. A zero, not finite or nearly
+// overflowing float total (FNorm's own cases) is left to the reference.
+template <int N>
+TAIL_FN int fchoose_raw(double roll, const float *path) {
+    double c[N];
+    double sum = 0.0;
+    for (int z = 0; z < N; z++) c[z] = sum = sum + (double)path[z];
+    if (!(sum > 0.0 && sum < 0x1p127)) return -2;
+    const double at = roll * sum, slack = at * 0x1p-20 + sum * 0x1p-140;
+    for (int z = 0; z < N - 1; z++) {
+        if (c[z] > at + slack) return z;
+        if (!(c[z] < at - slack)) return -2;
+    }
+    return N - 1;
 }
 
 // What the select_* functions read: om->xf, the striped transitions and a full Forward matrix,
@@ -142,10 +174,15 @@ TAIL_FN float sto_transition(const StoSampler &s, int t, int k, Node n) {
 TAIL_FN float sto_special(const StoSampler &s, int i, int x) { return ro(&s.xmx[(tail_size_t)i * X_COUNT + x]); }
 
 // Normalize the N weights and draw one of `states` ("BMID", …); 0 when FChoose finds none.
+// The raw weights decide without FNorm's divisions wherever fchoose_raw's margin allows.
 template <int N>
 TAIL_FN char sto_pick(Randomness *r, float *path, const char *states) {
-    vec_fnorm<N>(path);
-    int z = rnd_fchoose<N>(r, path);
+    const double roll = rng_random(r);
+    int z = fchoose_raw<N>(roll, path);
+    if (z == -2) {
+        vec_fnorm<N>(path);
+        z = fchoose_rolled<N>(roll, path);
+    }
     return z < 0 ? 0 : states[z];
 }
 
