@@ -5,10 +5,14 @@ tables, under several threshold settings."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyhmmer
 import pytest
 
+from gpuhmm.engine.kernelcache import KERNELS
+from gpuhmm.engine.taildevice import TailDevice
 from gpuhmm.hits import records
 from gpuhmm.stages.tail import launch, readback, schedule, scores, serialized
 
@@ -123,3 +127,9 @@ def test_items_go_costliest_first_in_units_of_one_model(group):
     assert all(by_model.index(unit[-1]) - by_model.index(unit[0]) == len(unit) - 1 for unit in units)
     whole = firsts[: 103 // group]
     assert [cost[item] for item in whole] == sorted((cost[item] for item in whole), reverse=True)
+
+
+def test_the_launch_bounds_hold_the_launches_block():
+    """tail.cu bounds its kernels' registers for TailDevice's blocks; a larger block would not launch."""
+    source = (KERNELS / "tail" / "tail.cu").read_text()
+    assert re.search(r"constexpr int TAIL_THREADS = (\d+);", source).group(1) == str(TailDevice.THREADS)

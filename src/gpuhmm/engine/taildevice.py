@@ -45,7 +45,7 @@ class TailDevice:
             "envelopes_wide",
         )
     )
-    THREADS = 64
+    THREADS = 64  # tail.cu's TAIL_THREADS, for which its launch bounds cap registers
 
     def __init__(self, engine, clocked=False):
         self.engine, self.xp, self.events, self.kept = engine, engine.xp, [], []

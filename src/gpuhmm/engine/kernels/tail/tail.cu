@@ -88,8 +88,16 @@ __global__ void tail_clusters(const tail::Tail *t, int spread, int group) {
              [&](int item) { tail::region_envelopes_item(t, item, tail::this_warp()); });
 }
 
+// Threads per block of every tail kernel (TailDevice.THREADS).
+constexpr int TAIL_THREADS = 64;
+// Blocks of tail_envelopes an SM keeps: 8 caps its registers at 128 (a few spill to the cache),
+// 16 warps an SM against 10 at the 180 it would take; the kernel waits on loads, and more warps
+// hide more of that wait (benchmarks/RESULTS.md).
+constexpr int ENVELOPE_BLOCKS_PER_SM = 8;
+
 // Stage 3: the envelope tasks past the launch's first t->nwide, a lane group each.
-__global__ void tail_envelopes(const tail::Tail *t, int spread, int group) {
+__global__ void __launch_bounds__(TAIL_THREADS, ENVELOPE_BLOCKS_PER_SM)
+    tail_envelopes(const tail::Tail *t, int spread, int group) {
     tail_run(t, ENVELOPES, t->ntasks, spread, group, 4,
              [&](int item) { tail::rescore_envelope(t, t->nwide + item, tail::warp_lane_group()); });
 }
