@@ -1,5 +1,6 @@
 """What runs the stages: the GPU engine (`gpu`, the only module that imports CuPy), its numpy
-reference (`reference`), kernel choices per GPU generation (`tuning`), and the filter chain."""
+reference (`reference`), kernel choices per GPU generation (`tuning`), the filter chain, and C
+built for the host (`hostc`)."""
 
 import importlib.util
 

@@ -2,21 +2,14 @@
 
 pyhmmer exposes HMMER's SSV and MSV filters but not its Viterbi filter, so `vitcpu.c` ports the
 numpy reference (`engine.reference.vitfilter.viterbi_scores`) to C, cell for cell: its scores are
-the reference's, bit for bit. It is built with the system C compiler (`$CC`, else `cc`) at first
-use and kept on disk beside the GPU kernels (`kernelcache`); without a compiler the numpy
-reference scores instead. A call releases the GIL, so threads score sequences in parallel.
+the reference's, bit for bit. It is built for the host at first use (`hostc`); without a
+compiler the numpy reference scores instead. A call releases the GIL, so threads score sequences in parallel.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import logging
-import os
-import platform
-import shlex
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,60 +17,23 @@ import numpy as np
 from .._memo import memoized
 from ..stages.vitfilter import _C, _E, _J, _LOOP, _MOVE, _N
 from ..stages.vitlayout import OK, OVERFLOW, scores_from_xc
-from . import kernelcache
+from . import hostc
 from .reference.vitfilter import viterbi_scores
 
-log = logging.getLogger("gpuhmm")
-
 SOURCE = Path(__file__).with_name("vitcpu.c")
-FUNCTION = "vitcpu_scores"
-OPTIONS = ("-O3", "-std=c99", "-shared", "-fPIC")
-
-
-def _compiler():
-    return shlex.split(os.environ.get("CC") or "cc")
-
-
-def _compile(code, expression, options):
-    with tempfile.TemporaryDirectory(prefix="gpuhmm-cc-") as directory:
-        source, library = Path(directory) / "vitcpu.c", Path(directory) / "vitcpu.so"
-        source.write_text(code)
-        command = [*_compiler(), *options, "-o", str(library), str(source)]
-        subprocess.run(command, check=True, capture_output=True, text=True)
-        return library.read_bytes(), expression
-
-
-def _load(path, expression):
-    function = getattr(ctypes.CDLL(str(path)), expression)
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p]
-    function.argtypes += [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-    return function
 
 
 @functools.cache
 def compiled():
     """The compiled scorer, or None (logged once) where it cannot be built."""
-    code = SOURCE.read_text()
-    try:
-        version = subprocess.run([*_compiler(), "--version"], check=True, capture_output=True, text=True).stdout
-        identity = (_compiler(), version, platform.machine())
-        try:
-            return kernelcache.cached_kernel(
-                kernelcache.cache_directory(), code, FUNCTION, OPTIONS, identity, _compile, _load
-            )
-        except OSError:  # an unwritable cache: this process builds its own copy
-            with tempfile.TemporaryDirectory(prefix="gpuhmm-cc-") as directory:
-                return kernelcache.cached_kernel(directory, code, FUNCTION, OPTIONS, identity, _compile, _load)
-    except (OSError, subprocess.CalledProcessError) as error:
-        detail = error.stderr.strip().splitlines()[-1:] if isinstance(error, subprocess.CalledProcessError) else ""
-        log.warning(
-            "no C compiler for the CPU Viterbi filter (%s: %s%s); the numpy reference scores instead, slowly",
-            " ".join(_compiler()),
-            error,
-            f": {detail[0]}" if detail else "",
-        )
-        return None
+    function = hostc.function(
+        SOURCE, "vitcpu_scores", "the CPU Viterbi filter", "the numpy reference scores instead, slowly"
+    )
+    if function is not None:
+        function.restype = ctypes.c_int
+        function.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p]
+        function.argtypes += [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+    return function
 
 
 def _node_order(profile):
