@@ -138,7 +138,7 @@ def test_edge_cases_survive_the_round_trip(tmp_path):
     assert database.sequences == 9
 
 
-#: Plain FASTA, which the vectorized reader takes: wrapped lines, blank lines, lowercase, '*',
+#: Plain FASTA, which the plain reader takes: wrapped lines, blank lines, lowercase, '*',
 #: empty records, names and descriptions among runs of spaces, '>' inside a line, no final LF.
 PLAIN_FASTA = (
     ">low lowercase\nmkvlaa\n>degenerate X B Z U O J\nMXBZUOJK\n>stop trailing star\nMKV*\n"
@@ -147,7 +147,7 @@ PLAIN_FASTA = (
     ">last without a line feed\nMK"
 )
 
-#: FASTA that Easel reads but the vectorized reader leaves to it.
+#: FASTA that Easel reads but the plain reader leaves to it.
 NOT_PLAIN_FASTA = {
     "header without a name": ">a\nMK\n> \nMK\n",
     "CRLF": ">a b\r\nMK\r\nL\r\n",
@@ -160,8 +160,19 @@ NOT_PLAIN_FASTA = {
 }
 
 
+@pytest.fixture(params=["C", "numpy"])
+def plain_reader(request, monkeypatch):
+    """The plain FASTA reader in C (plainfasta.c, built here), or its numpy fallback."""
+    if request.param == "C":
+        assert easel_fasta._plain_scanner() is not None
+    else:
+        monkeypatch.setattr(easel_fasta, "_plain_scanner", lambda: None)
+    return request.param
+
+
 @pytest.mark.parametrize("chunk_bytes", [1, 20, 1 << 26])
-def test_the_vectorized_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch, chunk_bytes):
+def test_the_plain_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch, plain_reader, chunk_bytes):
+    """Whole records cut at any byte, read on threads side by side, in file order."""
     monkeypatch.setattr(easel_fasta, "PLAIN_CHUNK_BYTES", chunk_bytes)
     fasta = tmp_path / "plain.faa"
     fasta.write_text(PLAIN_FASTA)
@@ -173,7 +184,7 @@ def test_the_vectorized_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("case", sorted(NOT_PLAIN_FASTA))
-def test_other_fasta_is_read_by_easel_itself(tmp_path, case):
+def test_other_fasta_is_read_by_easel_itself(tmp_path, plain_reader, case):
     fasta = tmp_path / "other.faa"
     fasta.write_text(NOT_PLAIN_FASTA[case])
     assert easel_fasta._read_plain_fasta(fasta, pyhmmer.easel.Alphabet.amino()) is None
@@ -186,7 +197,7 @@ def test_other_fasta_is_read_by_easel_itself(tmp_path, case):
         assert _database_records(makedb(fasta, tmp_path / "db", alphabet="amino")) == expected
 
 
-def test_gzip_is_read_by_content_not_name(tmp_path):
+def test_gzip_is_read_by_content_not_name(tmp_path, plain_reader):
     packed = tmp_path / "proteins.fasta"  # compressed, without a .gz suffix
     packed.write_bytes(gzip.compress(PROTEINS.read_bytes()))
     assert _database_records(makedb(packed, tmp_path / "db", 2)) == _easel_records(PROTEINS)

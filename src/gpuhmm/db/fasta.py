@@ -11,17 +11,23 @@ is the one asserted (`--tformat`, `--qformat`), else the one Easel detects.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import functools
 import gzip
+import os
 import re
+import stat
 import string
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pyhmmer.easel
 
+from .._host import available_cpus
+from ..engine import hostc
 from ..errors import GpuhmmError
 from ..hits.text import sequence_text, shown
 from .format import SequenceShard
@@ -243,9 +249,10 @@ def _read_with_easel(path, alphabet, format):
     return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends, accessions), alphabet
 
 
-#: The vectorized reader reads the text this many bytes at a time and parses it up to the last
-#: record that starts in it, which bounds its temporary arrays to a few times this.
-PLAIN_CHUNK_BYTES = 1 << 26
+#: The plain reader reads the text this many bytes at a time and parses it up to the last record
+#: that starts in it, chunks on threads side by side, which bounds its temporary arrays to a few
+#: times this a thread.
+PLAIN_CHUNK_BYTES = 1 << 24
 
 
 _NOT_PLAIN = 255
@@ -255,8 +262,10 @@ _NEWLINE, _HEADER = ord("\n"), ord(">")
 
 
 def _read_plain_fasta(fasta, alphabet):
-    """Easel's reading of a FASTA file in its plain form, vectorized with numpy; None for any
-    other file, which Easel itself then reads (and reports on, if it is bad).
+    """Easel's reading of a FASTA file in its plain form, in C (plainfasta.c) or else vectorized
+    with numpy; None for any other file, which Easel itself then reads (and reports on, if it is
+    bad). An uncompressed file is parsed in chunks of whole records on every core at once, each
+    chunk read by its thread; a gzip file a chunk at a time as it is decompressed.
 
     Plain: the text starts with '>'; header lines hold printable ASCII, tabs and bytes 0x80-0xFF
     (Latin-1 or UTF-8 text, kept as bytes: Easel's C locale takes them for neither space nor
@@ -265,29 +274,76 @@ def _read_plain_fasta(fasta, alphabet):
     reader), nothing else (gap symbols, spaces, tabs and CR go to Easel); lines end in LF.
     """
     table = _plain_residue_codes(alphabet_name(alphabet))
-    names, descriptions, codes, starts, ends = [], [], [], [], []
-    offset = 0
+    parse = _parse_plain_chunk if _plain_scanner() is None else _scan_plain_chunk
+
+    def parsed(text):
+        if not text:  # a chunk in which no record starts
+            return [], [], b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return parse(text, table) if text.startswith(b">") else None
+
     try:
-        for text in _whole_records(fasta):
-            chunk = _parse_plain_chunk(text, table) if text.startswith(b">") else None
-            if chunk is None:
-                return None
-            names += chunk[0]
-            descriptions += chunk[1]
-            codes.append(chunk[2])
-            starts.append(chunk[3] + offset)
-            ends.append(chunk[4] + offset)
-            offset += len(chunk[2])
+        with open(fasta, "rb") as handle:
+            if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return _joined(map(parsed, _whole_records(fasta)))
+            size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
+            with ThreadPoolExecutor(available_cpus()) as pool:
+                chunks = [
+                    pool.submit(lambda start: parsed(_records_from(fd, start, size)), start)
+                    for start in range(0, size, PLAIN_CHUNK_BYTES)
+                ]
+                joined = _joined(chunk.result() for chunk in chunks)
+                pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
+                return joined
     except (OSError, EOFError, zlib.error):
         return None
+
+
+def _joined(chunks):
+    """The `_Parsed` columns of parsed chunks in file order; None where one is not plain, or
+    none holds a record."""
+    names, descriptions, codes, starts, ends = [], [], [], [], []
+    offset = 0
+    for chunk in chunks:
+        if chunk is None:
+            return None
+        names += chunk[0]
+        descriptions += chunk[1]
+        codes.append(chunk[2])
+        starts.append(chunk[3] + offset)
+        ends.append(chunk[4] + offset)
+        offset += len(chunk[2])
     if not names:
         return None
     return _Parsed(names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends))
 
 
+def _records_from(fd, start, size):
+    """The text of the records of file `fd` (`size` bytes) that start within PLAIN_CHUNK_BYTES
+    from offset `start`: from the first line starting with '>' at or past it (the file's start
+    for 0) to the first at or past the chunk's end."""
+    first = _record_start(fd, start, size)
+    end = min(start + PLAIN_CHUNK_BYTES, size)
+    if first >= end:
+        return b""
+    return os.pread(fd, _record_start(fd, end, size) - first, first)
+
+
+def _record_start(fd, at, size):
+    """The offset of the first line starting with '>' at or past `at` (0 for 0), else `size`."""
+    if at == 0:
+        return 0
+    step = 1 << 16
+    for before in range(at - 1, size, step):  # each read starts on the last byte of the one before
+        found = os.pread(fd, step + 1, before).find(b"\n>")
+        if found >= 0:
+            return before + found + 1
+    return size
+
+
 def _whole_records(fasta):
-    """The text of `fasta` (plain or gzip) in pieces of about PLAIN_CHUNK_BYTES that each end
-    where a line starting with '>' begins (or at the end of the file)."""
+    """The text of `fasta` (gzip, or a file that is not a regular one) in pieces of about
+    PLAIN_CHUNK_BYTES that each end where a line starting with '>' begins (or at the end of the
+    file)."""
     with open(fasta, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
     with (gzip.open if compressed else open)(fasta, "rb") as handle:
@@ -300,6 +356,39 @@ def _whole_records(fasta):
             carried = text[cut:]
         if carried:
             yield carried
+
+
+@functools.cache
+def _plain_scanner():
+    """plainfasta.c's chunk parser, or None where it cannot be built."""
+    function = hostc.function(
+        Path(__file__).with_name("plainfasta.c"), "plain_fasta_chunk", "reading FASTA", "numpy reads it, slower"
+    )
+    if function is not None:
+        function.restype = ctypes.c_int64
+        function.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 2
+        function.argtypes += [ctypes.c_int64, ctypes.c_void_p]
+    return function
+
+
+def _scan_plain_chunk(raw, table):
+    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c."""
+    capacity = raw.count(b">")  # each record starts with one
+    codes, fields, ncodes = np.empty(len(raw), np.uint8), np.empty((capacity, 6), np.int64), ctypes.c_int64()
+    count = _plain_scanner()(
+        raw, len(raw), table, codes.ctypes.data, fields.ctypes.data, capacity, ctypes.byref(ncodes)
+    )
+    if count < 0:
+        return None
+    fields = fields[:count]
+    name_start, name_end, text_start, text_end = (column.tolist() for column in fields[:, :4].T)
+    return (
+        [raw[a:b] for a, b in zip(name_start, name_end)],
+        [raw[a:b] for a, b in zip(text_start, text_end)],
+        codes[: ncodes.value].tobytes(),
+        fields[:, 4].copy(),
+        fields[:, 5].copy(),
+    )
 
 
 def _parse_plain_chunk(raw, table):

@@ -1,0 +1,60 @@
+/* Easel's reading of plain FASTA (easel/esl_sqio_ascii.c: header_fasta, then seq_fasta through
+ * the alphabet's input map), on one chunk of whole records; fasta.py's numpy reader does the same
+ * and stays as the fallback where no C compiler is found.
+ *
+ * Plain: the text starts with '>'; a header line (after '>') holds printable ASCII, tabs and
+ * bytes 0x80-0xFF; sequence lines hold only bytes `table` digitizes (not NOT_PLAIN); lines end
+ * in LF. A record's name is the header's first run of neither space nor tab, after any spaces
+ * and tabs; its description the rest of the line after the spaces and tabs that follow the name.
+ * A record ends at the next line that starts with '>'.
+ *
+ * One thread, serial over the chunk; the caller runs chunks on threads (ctypes releases the
+ * GIL). Integers only: offsets are int64, so no overflow for any chunk that fits in memory.
+ */
+#include <stdint.h>
+
+#define NOT_PLAIN 255
+
+static int is_blank(uint8_t c) { return c == ' ' || c == '\t'; }
+
+/* The records of text[0, n): per record, in `fields` (6 each): its name's and description's
+ * [start, end) in `text`, and its residues' [start, end) in `codes` (n bytes at most; their
+ * count into *ncodes). Returns the number of records; -1 where the text is not plain; -2 past
+ * `capacity` records. */
+int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, uint8_t *codes, int64_t *fields,
+                          int64_t capacity, int64_t *ncodes) {
+    int64_t at = 0, out = 0, count = 0;
+    if (n == 0 || text[0] != '>') return -1;
+    while (at < n) { /* text[at] is the '>' that starts a header line */
+        int64_t end = at + 1, i;
+        if (count == capacity) return -2;
+        while (end < n && text[end] != '\n') end++;
+        for (i = at + 1; i < end; i++) {
+            uint8_t c = text[i];
+            if (!((c >= 0x20 && c != 0x7F) || c == '\t')) return -1;
+        }
+        int64_t *f = fields + 6 * count;
+        for (i = at + 1; i < end && is_blank(text[i]); i++) {
+        }
+        f[0] = i;
+        while (i < end && !is_blank(text[i])) i++;
+        f[1] = i;
+        if (f[1] == f[0]) return -1; /* a header without a name: Easel reports it */
+        while (i < end && is_blank(text[i])) i++;
+        f[2] = i, f[3] = end;
+        f[4] = out;
+        for (i = end < n ? end + 1 : n; i < n && text[i] != '>';) { /* a sequence line at i */
+            for (; i < n && text[i] != '\n'; i++) {
+                uint8_t code = table[text[i]];
+                if (code == NOT_PLAIN) return -1;
+                codes[out++] = code;
+            }
+            if (i < n) i++;
+        }
+        f[5] = out;
+        count++;
+        at = i;
+    }
+    *ncodes = out;
+    return count;
+}
