@@ -205,3 +205,25 @@ def test_sequences_fasta_cannot_hold_are_refused(tmp_path, sequences, words):
 def test_a_long_target_in_memory_is_refused_by_its_name():
     with pytest.raises(GpuhmmError, match=r"^\(sequences in memory\): sequence 'long' has 100,001 residues"):
         gpuhmm.hmmsearch(_hmms(TINY), [_named("long", "A" * 100_001)], engine=ENGINE)
+
+
+def test_every_command_states_the_engine_options_alike():
+    """One engine group for search, phmmer, scan and jackhmmer: the same help, and no argparse
+    default, so that EngineSettings' own default applies from the CLI as from the API."""
+    import argparse
+
+    from gpuhmm.cli_arguments import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    def engine(command):
+        group = next(group for group in commands[command]._action_groups if group.title == "engine")
+        return {action.dest: (action.help, action.default) for action in group._group_actions}
+
+    groups = {command: engine(command) for command in ("search", "phmmer", "scan", "jackhmmer")}
+    for command, group in groups.items():
+        assert all(default is None for _, default in group.values()), command
+        for dest in ("cpu", "backend", "scheduler", "shard_memory"):
+            assert group[dest] == groups["search"][dest], (command, dest)
+    assert groups["jackhmmer"]["domaindef"] == groups["search"]["domaindef"]
+    assert "[the worker threads]" in groups["jackhmmer"]["db_shards"][0] and "[1]" in groups["search"]["db_shards"][0]

@@ -85,8 +85,8 @@ def _outputs(args):
 
 
 def _engine(args):
-    """The engine settings of `args`."""
-    return EngineSettings(
+    """The engine settings `args` give; EngineSettings' defaults for the rest."""
+    given = dict(
         backend=args.backend,
         scheduler=args.scheduler,
         cpus=args.cpu,
@@ -95,6 +95,7 @@ def _engine(args):
         shard_memory=args.shard_memory,
         domaindef=getattr(args, "domaindef", None),
     )
+    return EngineSettings(**{name: value for name, value in given.items() if value is not None})
 
 
 def _search(args, command):

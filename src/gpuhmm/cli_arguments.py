@@ -195,12 +195,17 @@ def _add_search_arguments(parser, program="hmmsearch"):
     _add_hmmer_options(parser, program)
     if program == "phmmer":
         _add_phmmer_options(parser)
+    _add_engine(parser, program)
+
+
+def _add_engine(parser, program):
+    """The engine settings of `program` (hmmsearch, phmmer, hmmscan or jackhmmer). Each defaults
+    to None: EngineSettings' own default, which the help states."""
     engine = parser.add_argument_group("engine")
     engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
     engine.add_argument(
         "--backend",
         metavar=f"{{{','.join(BACKENDS)}}}",
-        default="auto",
         help="filter backend; auto: the GPU where one is usable and the job is large enough [auto]",
     )
     engine.add_argument(
@@ -209,12 +214,9 @@ def _add_search_arguments(parser, program="hmmsearch"):
         help="a running Dask scheduler, or the scheduler file of `gpuhmm cluster` "
         "[run in this process; a Dask worker per GPU where several are visible]",
     )
+    shards = "the worker threads" if program == "jackhmmer" else "1"
     engine.add_argument(
-        "--db-shards",
-        type=_integer,
-        default=1,
-        metavar="N",
-        help="shards to split a FASTA SEQFILE into [1]",
+        "--db-shards", type=_integer, metavar="N", help=f"shards to split a FASTA SEQFILE into [{shards}]"
     )
     engine.add_argument(
         "--shard-memory",
@@ -224,19 +226,21 @@ def _add_search_arguments(parser, program="hmmsearch"):
         "go first; a larger sequence file (or one of 64 MB) streams through a search on this "
         "process's CPU threads [half the GPU's memory; on the CPU backend, half the host's]",
     )
-    if searching:
+    if program in ("hmmsearch", "phmmer"):
         engine.add_argument(
             "--model-shards",
             type=_integer,
             metavar="N",
             help="model groups, balanced by length; tasks = model groups × database shards [auto]",
         )
+    if program != "hmmscan":
         engine.add_argument(
             "--domaindef",
             metavar=f"{{{','.join(DOMAINDEFS)}}}",
             help="where the GPU backend runs domain definition and the stages after the Forward "
             "filter: the GPU's exact port with the host's cores beside it, or pyhmmer alone [gpu]",
         )
+    if program in ("hmmsearch", "phmmer"):
         engine.add_argument(
             "--shuffle",
             type=_integer,
@@ -372,16 +376,4 @@ def _add_jackhmmer_arguments(parser):
     _add_consts(prior, "prior", ("--pnone", "none", "no prior"), ("--plaplace", "laplace", "a Laplace +1 prior"))
     _add_phmmer_options(parser)
     _add_other(parser, "jackhmmer")
-    engine = parser.add_argument_group("engine")
-    engine.add_argument("--cpu", type=_integer, metavar="N", help="worker threads, 0 for one [all cores]")
-    engine.add_argument("--backend", metavar=f"{{{','.join(BACKENDS)}}}", default="auto", help="filter backend [auto]")
-    engine.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, or `gpuhmm cluster`'s file")
-    engine.add_argument(
-        "--db-shards", type=_integer, metavar="N", help="shards to split a FASTA SEQFILE into [the worker threads]"
-    )
-    engine.add_argument("--shard-memory", type=_gigabytes, metavar="GB", help="memory for resident shards [half]")
-    engine.add_argument(
-        "--domaindef",
-        metavar=f"{{{','.join(DOMAINDEFS)}}}",
-        help="where the GPU backend runs the stages after the Forward filter [gpu]",
-    )
+    _add_engine(parser, "jackhmmer")
