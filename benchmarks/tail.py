@@ -38,9 +38,11 @@ import numpy as np
 import pyhmmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpuhmm import SearchOptions  # noqa: E402
 from gpuhmm.db.database import read_shards  # noqa: E402
 from gpuhmm.engine.gpu import GpuEngine  # noqa: E402
 from gpuhmm.hits import records  # noqa: E402
+from gpuhmm.messages import PipelineSettings  # noqa: E402
 from gpuhmm.stages import vitfilter  # noqa: E402
 from gpuhmm.stages.tail import launch, readback, scores, serialized  # noqa: E402
 from gpuhmm.stages.tail.profile import StripedProfile  # noqa: E402
@@ -115,9 +117,9 @@ class _Pipelines:
     def __init__(self):
         self._local = threading.local()
 
-    def __call__(self, alphabet, arguments):
+    def __call__(self, alphabet, settings):
         if not hasattr(self._local, "pipeline"):
-            self._local.pipeline = pyhmmer.plan7.Pipeline(alphabet, **arguments)
+            self._local.pipeline = pyhmmer.plan7.Pipeline(alphabet, **settings.arguments())
         return self._local.pipeline
 
 
@@ -207,7 +209,7 @@ def main():
     pipelines = _Pipelines()
     queue = TailQueue(engine, pipelines, args.threads)
     shard = ResidentShard(read_shards(args.proteome, "amino", 1)[1][0], alphabet)
-    pipeline_key = (alphabet, dict(options, seed=42, F3=1e-5, null2=True))
+    pipeline_key = (alphabet, PipelineSettings.of(SearchOptions(Z=len(proteins), nobias=True)))
     queued = []
     for _ in range(args.repeats):
         seconds, by_queue, stats = queue_run(queue, pipelines, shard, hmms, profiles, pairs, pipeline_key, args.threads)

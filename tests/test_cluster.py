@@ -31,7 +31,7 @@ from gpuhmm.db import database as seqdb
 from gpuhmm.db.models import ModelsOnDisk, read_models
 from gpuhmm.engine import cudadriver
 from gpuhmm.hits import tophits
-from gpuhmm.messages import SearchTask, SharedContext
+from gpuhmm.messages import PipelineSettings, SearchTask, SharedContext
 from gpuhmm.options import EngineSettings, SearchOptions
 from gpuhmm.worker import STATE, run_task
 from gpuhmm.worker.models import ConfiguredModels
@@ -407,7 +407,7 @@ def test_task_results_travel_without_their_models():
     hmms = read_models(DATA / "pfam-test.h3m.gz")
     database = seqdb.makedb(DATA / "proteins.faa", None)
     try:
-        shared = SharedContext.of(hmms, database, SearchOptions().pipeline_arguments(), "cpu")
+        shared = SharedContext.of(hmms, database, PipelineSettings.of(SearchOptions()), "cpu")
         task = SearchTask(tuple(range(len(hmms))), 0, 0)
         result = run_task(task, shared)
     finally:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pyhmmer
 import pytest
 
 from gpuhmm import EngineSettings, GpuhmmError, JackhmmerOptions, SearchOptions
+from gpuhmm.messages import PipelineSettings
 
 
 def test_defaults_are_hmmer_defaults():
@@ -15,14 +17,15 @@ def test_defaults_are_hmmer_defaults():
 
 
 def test_max_turns_every_filter_off():
-    arguments = SearchOptions.from_mapping({"max": True}).pipeline_arguments()
-    assert (arguments["F1"], arguments["F2"], arguments["F3"], arguments["bias_filter"]) == (1.0, 1.0, 1.0, False)
+    settings = PipelineSettings.of(SearchOptions.from_mapping({"max": True}))
+    assert (settings.F1, settings.F2, settings.F3, settings.bias_filter) == (1.0, 1.0, 1.0, False)
 
 
 def test_cut_and_z_reach_pyhmmer():
-    arguments = SearchOptions.from_mapping({"cut": "tc", "Z": 1000}).pipeline_arguments()
+    arguments = PipelineSettings.of(SearchOptions.from_mapping({"cut": "tc", "Z": 1000})).arguments()
     assert arguments["bit_cutoffs"] == "trusted" and arguments["Z"] == 1000
-    assert SearchOptions().pipeline_arguments()["Z"] is None  # automatic: summed over shards by merge
+    assert PipelineSettings.of(SearchOptions()).Z is None  # automatic: summed over shards by merge
+    pyhmmer.plan7.Pipeline(pyhmmer.easel.Alphabet.amino(), **arguments)  # every keyword is pyhmmer's
 
 
 def test_spelled_out_defaults_count_as_not_given():

@@ -285,9 +285,8 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         cluster = run.executor.describe()
         searching = time.time()
         if run.streamed:
-            arguments = options.pipeline_arguments()
             path, alphabet = run.inputs[1], hmms[0].alphabet
-            result, run.database = streamed.search(hmms, path, alphabet, job.sequences_format, arguments, run.cpus)
+            result, run.database = streamed.search(hmms, path, alphabet, job.sequences_format, options, run.cpus)
             _searched(hmms, run, cluster, "streamed in")
         else:
             _searched(hmms, run, cluster, "in")
@@ -478,8 +477,7 @@ def jackhmmer(
         def search(hmms, number):
             if run.streamed:
                 path, alphabet = run.inputs[1], hmms[0].alphabet
-                arguments = options.pipeline_arguments()
-                result, _ = streamed.search(hmms, path, alphabet, job.sequences_format, arguments, run.cpus)
+                result, _ = streamed.search(hmms, path, alphabet, job.sequences_format, options, run.cpus)
             else:
                 arguments = (options, run.executor, None, run.cpus, run.backend, engine.domains_on)
                 result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")

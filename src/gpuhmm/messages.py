@@ -12,6 +12,62 @@ import pickle
 import uuid
 
 from .db.models import ModelsOnDisk
+from .options import SearchOptions, filter_threshold
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSettings:
+    """What each worker thread's pyhmmer Pipeline is made from (p7_pipeline_Create's settings),
+    typed: `of` a search's options, `arguments()` the Pipeline's keywords. Without -Z, Z stays
+    automatic: each shard counts its targets, as hmmsearch does while it reads, and
+    TopHits.merge sums the shards' counts into the database size."""
+
+    Z: float | None
+    domZ: float | None
+    E: float
+    T: float | None
+    domE: float
+    domT: float | None
+    incE: float
+    incT: float | None
+    incdomE: float
+    incdomT: float | None
+    bit_cutoffs: str | None
+    F1: float
+    F2: float
+    F3: float
+    bias_filter: bool
+    null2: bool
+    seed: int
+
+    @classmethod
+    def of(cls, options: SearchOptions) -> PipelineSettings:
+        # HMMER's --max: every filter passes everything, and the bias filter is off.
+        given = (options.F1, options.F2, options.F3)
+        F1, F2, F3 = (1.0, 1.0, 1.0) if options.max else (filter_threshold(value) for value in given)
+        return cls(
+            Z=options.Z,
+            domZ=options.domZ,
+            E=options.E,
+            T=options.T,
+            domE=options.domE,
+            domT=options.domT,
+            incE=options.incE,
+            incT=options.incT,
+            incdomE=options.incdomE,
+            incdomT=options.incdomT,
+            bit_cutoffs=options.bit_cutoffs,
+            F1=F1,
+            F2=F2,
+            F3=F3,
+            bias_filter=not (options.nobias or options.max),
+            null2=not options.nonull2,
+            seed=options.seed,
+        )
+
+    def arguments(self) -> dict:
+        """Keyword arguments for `pyhmmer.plan7.Pipeline`."""
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +116,7 @@ class SharedContext:
     search_key: str  # tells one search's configured models from another's on a long-lived worker
     models: tuple | ModelsOnDisk
     database: object
-    arguments: dict
+    pipeline: PipelineSettings
     backend: str
     domaindef: str = "gpu"  # where the GPU backend runs the stages after the Forward filter
 
@@ -71,10 +127,10 @@ class SharedContext:
         return _unpickled_context, (pickle.dumps(fields),)
 
     @classmethod
-    def of(cls, models, database, arguments, backend, domaindef="gpu"):
+    def of(cls, models, database, pipeline, backend, domaindef="gpu"):
         if isinstance(models, ModelsOnDisk):
-            return cls(models.key, models, database, arguments, backend, domaindef)
-        return cls(uuid.uuid4().hex, tuple(models), database, arguments, backend, domaindef)
+            return cls(models.key, models, database, pipeline, backend, domaindef)
+        return cls(uuid.uuid4().hex, tuple(models), database, pipeline, backend, domaindef)
 
 
 def _unpickled_context(fields):

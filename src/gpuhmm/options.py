@@ -134,36 +134,6 @@ class SearchOptions:
         """pyhmmer's name of the model cutoffs in use, or None."""
         return CUTOFFS[self.cut] if self.cut else None
 
-    def pipeline_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for `pyhmmer.plan7.Pipeline`.
-
-        Without `-Z`, Z is left automatic: each shard counts its targets, as hmmsearch does
-        while it reads, and `TopHits.merge` sums the shards' counts into the database size.
-        """
-        arguments = dict(
-            Z=self.Z,
-            domZ=self.domZ,
-            E=self.E,
-            T=self.T,
-            domE=self.domE,
-            domT=self.domT,
-            incE=self.incE,
-            incT=self.incT,
-            incdomE=self.incdomE,
-            incdomT=self.incdomT,
-            bit_cutoffs=self.bit_cutoffs,
-            F1=filter_threshold(self.F1),
-            F2=filter_threshold(self.F2),
-            F3=filter_threshold(self.F3),
-            bias_filter=not self.nobias,
-            null2=not self.nonull2,
-            seed=self.seed,
-        )
-        if self.max:
-            # HMMER's --max: every filter passes everything, and the bias filter is off.
-            arguments.update(F1=1.0, F2=1.0, F3=1.0, bias_filter=False)
-        return arguments
-
     def command_line(self) -> list[str]:
         """The options that differ from HMMER's defaults, spelled as hmmsearch takes them."""
         words = []

@@ -21,7 +21,7 @@ from pyhmmer.errors import MissingCutoffs
 from .db.models import balance_by_length, guided_groups, lacking_cutoffs
 from .hits import tophits
 from .hits.text import label
-from .messages import ScanPiece, SearchTask, SharedContext
+from .messages import PipelineSettings, ScanPiece, SearchTask, SharedContext
 from .worker import run_task, scan_filter_task, scan_task
 
 log = logging.getLogger("gpuhmm")
@@ -87,10 +87,9 @@ def run_search(
     """
     started, started_at = time.perf_counter(), time.time()
     tasks = plan_tasks(models, database, model_groups, slots, backend)
-    arguments = options.pipeline_arguments()
     per_model = [{} for _ in models]  # (shard, piece) → hits
     result = SearchResult(hits_by_model=per_model, tasks=len(tasks))
-    shared = SharedContext.of(models, database, arguments, backend, domaindef)
+    shared = SharedContext.of(models, database, PipelineSettings.of(options), backend, domaindef)
     for outcome in executor.run(
         run_task,
         tasks,
@@ -145,13 +144,13 @@ def run_scan(models, database, options, executor, slots=1, backend="cpu"):
     include every model HMMER's filters pass), and `tophits.counting_every_model` restates its
     hits as hmmscan's over every model. On the CPU backend each sequence meets every model in
     pyhmmer's own pipeline, which counts Z as hmmscan does."""
-    arguments = options.pipeline_arguments()
-    shared = SharedContext.of(models, database, arguments, backend)
+    pipeline = PipelineSettings.of(options)
+    shared = SharedContext.of(models, database, pipeline, backend)
     shards = [index for index, info in enumerate(database.shards) if info.sequences]
     candidates = dict.fromkeys(shards)  # shard → (model position, block positions) pairs, or None: all
     counts = dict.fromkeys(shards)  # shard → models past each GPU stage, per sequence
-    if backend == "gpu" and arguments["F1"] < 1.0:
-        lacking = set(lacking_cutoffs(models, arguments["bit_cutoffs"]))
+    if backend == "gpu" and pipeline.F1 < 1.0:
+        lacking = set(lacking_cutoffs(models, pipeline.bit_cutoffs))
         candidates = {shard: [] for shard in shards}
         counts = {
             shard: {

@@ -18,6 +18,7 @@ from .db import stream
 from .db.models import balance_by_length
 from .hits import tophits
 from .hits.text import hit_text, sequence_text
+from .messages import PipelineSettings
 from .search import SearchResult
 from .worker.state import STATE, worker_name
 
@@ -25,12 +26,12 @@ from .worker.state import STATE, worker_name
 AHEAD_PER_THREAD = 2
 
 
-def search(models, path, alphabet, format, arguments, threads):
+def search(models, path, alphabet, format, options, threads):
     """`models` (pyhmmer HMMs) against the sequence file `path` (in `format`, None: detected),
-    digitized in `alphabet`, on `threads` threads: the `search.SearchResult` (per model, the
+    digitized in `alphabet`, with the search's `options` on `threads` threads: the `search.SearchResult` (per model, the
     kept hits of each block, in file order) and the `db.stream.StreamedFile` read."""
     started, started_at = time.perf_counter(), time.time()
-    read = stream.StreamedFile()
+    read, pipeline = stream.StreamedFile(), PipelineSettings.of(options)
     result = SearchResult(hits_by_model=[[] for _ in models])
     # Each block is searched by model groups, a thread's each: few blocks keep every thread busy.
     groups = [group for group in balance_by_length([model.M for model in models], min(threads, len(models))) if group]
@@ -55,7 +56,7 @@ def search(models, path, alphabet, format, arguments, threads):
             positions = _Positions(block, first)
             for group in groups:
                 searched = [models[position] for position in group]
-                task = pool.submit(_search_block, searched, block, positions, residues, alphabet, arguments)
+                task = pool.submit(_search_block, searched, block, positions, residues, alphabet, pipeline)
                 pending.append((group, task))
             while len(pending) > AHEAD_PER_THREAD * threads:
                 group, task = pending.popleft()
@@ -86,12 +87,12 @@ class _Positions:
         return self._index[hit_text(hit)[0], hit.length]
 
 
-def _search_block(models, block, file_position, residues, alphabet, arguments):
+def _search_block(models, block, file_position, residues, alphabet, settings):
     """Every model against one `block` of `residues` (`file_position(hit)`: its sequence's, a
     `_Positions`): per model its kept hits and statistics, the seconds and CPU seconds taken,
     the residues."""
     started, started_cpu = time.perf_counter(), time.thread_time()
-    pipeline = STATE.pipeline(alphabet, arguments)
+    pipeline = STATE.pipeline(alphabet, settings)
     kept = []
     for model in models:
         kept.append(tophits.as_hmmsearch_keeps(pipeline.search_hmm(model, block), file_position))

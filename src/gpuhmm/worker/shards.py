@@ -91,9 +91,10 @@ class ResidentShard:
                 self._positions = FirstPositions(self._shard)
         return self._positions.find(hit_text(hit)[0], hit.length)
 
-    def filter(self, engine, models, arguments, timings, sieve_slots=None):
-        """Per model (`worker.models.FilterModel`), its `FilterOutcome` on this shard, with the
-        sequences as block positions (file order), ascending."""
+    def filter(self, engine, models, settings, timings, sieve_slots=None):
+        """Per model (`worker.models.FilterModel`), its `FilterOutcome` on this shard under the
+        pipeline's `settings` (messages.PipelineSettings), with the sequences as block positions
+        (file order), ascending."""
         with self._filter_lock:
             if self._filter_shard is None:
                 self._filter_shard = FilterShard.build(self._shard.residues, self._shard.offsets, self._alphabet)
@@ -104,10 +105,10 @@ class ResidentShard:
             [m.forward for m in models],
             pyhmmer.plan7.Background(self._alphabet).residue_frequencies,
             self._filter_shard,
-            arguments["F1"],
-            arguments["F2"],
-            arguments["F3"],
-            arguments["bias_filter"],
+            settings.F1,
+            settings.F2,
+            settings.F3,
+            settings.bias_filter,
             timings,
             sieve_slots,
         )

@@ -62,13 +62,14 @@ class WorkerState:
                 self.gpu_tail = TailQueue(engine, self.pipeline, self.threads)
             return self.gpu_tail
 
-    def pipeline(self, alphabet, arguments):
-        """This thread's pyhmmer Pipeline for `arguments`, reused across tasks: a new one allocates
-        its background and DP matrices, which fine-grained tasks would pay again and again."""
-        key = (str(alphabet), tuple(sorted(arguments.items())))
+    def pipeline(self, alphabet, settings):
+        """This thread's pyhmmer Pipeline for `settings` (messages.PipelineSettings), reused across
+        tasks: a new one allocates its background and DP matrices, which fine-grained tasks would
+        pay again and again."""
+        key = (str(alphabet), settings)
         cache = self._per_thread.__dict__.setdefault("pipelines", {})
         if key not in cache:
-            cache[key] = pyhmmer.plan7.Pipeline(alphabet, **arguments)
+            cache[key] = pyhmmer.plan7.Pipeline(alphabet, **settings.arguments())
         return cache[key]
 
     def scan_profiles(self, search_key, models):

@@ -20,7 +20,7 @@ def finish(queue, shard, models, filter_models, outcomes, pipeline, pipeline_key
     and the job's share of the queue's work (seconds and counts by `stage_seconds` name).
     `models` are the HMMs, `filter_models` their worker.models.FilterModel, `outcomes` their
     FilterOutcomes on `shard` (a worker.shards.ResidentShard); `pipeline` is the thread's pyhmmer
-    Pipeline, made from `pipeline_key` (alphabet, arguments)."""
+    Pipeline, made from `pipeline_key` (alphabet, PipelineSettings)."""
     job = TailJob(shard, models, [f.striped for f in filter_models], outcomes, pipeline_key)
     for m in np.unique(job.model[job.order]).tolist():  # here, not in the feeder that builds a batch
         job.settings(m, pipeline)

@@ -70,16 +70,16 @@ PENDING, ON_GPU, ON_HOST = range(3)
 class TailJob:
     """One task's survivors: per model of `models` (pyhmmer HMMs, with their `profiles`, the
     striped profiles), its `outcomes`' survivors on `shard` (a worker.shards.ResidentShard).
-    `pipeline_key` is what a thread's pyhmmer Pipeline is made from (alphabet, arguments).
+    `pipeline_key` is what a thread's pyhmmer Pipeline is made from (alphabet, PipelineSettings).
     Survivors the Viterbi kernel left unscored, and every one when the seed is 0 (Easel then
     draws an arbitrary seed), go to pyhmmer alone."""
 
     def __init__(self, shard, models, profiles, outcomes, pipeline_key):
         self.shard, self.models, self.profiles, self.pipeline_key = shard, models, profiles, pipeline_key
-        arguments = pipeline_key[1]
-        self.seed = arguments["seed"]
+        settings = pipeline_key[1]
+        self.seed = settings.seed
         # A GPU batch runs one set of the kernels' pipeline settings.
-        self.key = (float(arguments["F3"]), bool(arguments["null2"]), self.seed)
+        self.key = (float(settings.F3), bool(settings.null2), self.seed)
         self._settings = {}  # model → its TopHits pipeline settings, made when first needed
         self.model = np.repeat(np.arange(len(models)), [len(o.survivors) for o in outcomes])
         self.position = np.concatenate([o.survivors for o in outcomes] + [np.zeros(0, np.int64)])
@@ -143,7 +143,7 @@ class TailJob:
 
 class TailQueue:
     """The queue of one GPU worker (see the module's text). `engine` runs GPU batches
-    (`GpuEngine.tail`, or the host build in the tests); `pipelines(alphabet, arguments)` is the
+    (`GpuEngine.tail`, or the host build in the tests); `pipelines(alphabet, settings)` is the
     calling thread's pyhmmer Pipeline; `threads` are the worker's, each of which may finish pairs
     on the host once its task waits here."""
 
@@ -343,7 +343,7 @@ class TailQueue:
 
 def _batch(taken, pipelines):
     """The `launch.TailBatch` of [(job, pairs)]: the jobs' models and sequences, each once;
-    `pipelines(alphabet, arguments)` is this thread's pyhmmer Pipeline."""
+    `pipelines(alphabet, settings)` is this thread's pyhmmer Pipeline."""
     profiles, settings, pair_model, pair_sequence, scores = [], [], [], [], []
     residues, offsets, names, used, sequences = [], [np.zeros(1, np.int64)], [], 0, 0
     for job, pairs in taken:

@@ -30,19 +30,19 @@ log = logging.getLogger("gpuhmm")
 def run_task(task, shared):
     """One model group against one resident database shard: per model its kept hits."""
     started, started_at, started_cpu_task = time.perf_counter(), time.time(), time.thread_time()
-    database, arguments, backend = shared.database, shared.arguments, shared.backend
+    database, settings, backend = shared.database, shared.pipeline, shared.backend
     # The shard first: a worker's first tasks load it while the models are configured ahead.
     shard = STATE.shards.get(database, task.shard, backend)
     models = [shared.models[position] for position in task.positions]
-    pipeline = STATE.pipeline(database.alphabet, arguments)
+    pipeline = STATE.pipeline(database.alphabet, settings)
     filtered, finished = {}, {}  # by index in `models`: the GPU filters' outcome, the tail's result
     stage_seconds = {}
-    if backend == "gpu" and arguments["F1"] < 1.0:
+    if backend == "gpu" and settings.F1 < 1.0:
         # A model too long for the SSV kernel goes through pyhmmer's whole pipeline.
         held = [index for index, model in enumerate(models) if STATE.engine().holds(model.M)]
         held_models = [models[index] for index in held]
         prepared = STATE.models.filter_models(shared.search_key, [task.positions[i] for i in held], held_models)
-        filtered = dict(zip(held, _filter_in_batches(shard, prepared, arguments, stage_seconds, task.shard)))
+        filtered = dict(zip(held, _filter_in_batches(shard, prepared, settings, stage_seconds, task.shard)))
     tail_span = None
     if filtered and shared.domaindef == "gpu":
         started_tail, started_cpu = time.perf_counter(), time.thread_time()
@@ -54,7 +54,7 @@ def run_task(task, shared):
             prepared,
             list(filtered.values()),
             pipeline,
-            (database.alphabet, arguments),
+            (database.alphabet, settings),
         )
         finished = dict(zip(filtered, found))
         tail_span = (tail_started, time.time())
@@ -115,7 +115,7 @@ def scan_filter_task(task, shared):
     shard = STATE.shards.get(shared.database, task.shard, shared.backend)
     models = [shared.models[p] for p in task.positions]
     prepared = STATE.models.filter_models(shared.search_key, task.positions, models)
-    return task, _filter_in_batches(shard, prepared, shared.arguments, {}, task.shard)
+    return task, _filter_in_batches(shard, prepared, shared.pipeline, {}, task.shard)
 
 
 def scan_task(piece, shared):
@@ -131,7 +131,7 @@ def scan_task(piece, shared):
         for model, survivors in sorted(piece.candidates, key=lambda pair: pair[0]):
             for position in survivors[survivors % piece.pieces == piece.piece].tolist():
                 models_of[position].append(model)
-    pipeline = STATE.pipeline(shared.database.alphabet, shared.arguments)
+    pipeline = STATE.pipeline(shared.database.alphabet, shared.pipeline)
     nodes = sum(model.M for model in shared.models)
     file_position = {}
     if piece.filter_counts is not None:
@@ -152,12 +152,12 @@ def scan_task(piece, shared):
     return found
 
 
-def _filter_in_batches(shard, models, arguments, timings, shard_index):
+def _filter_in_batches(shard, models, settings, timings, shard_index):
     """The GPU filters of `models` (FilterModels) against `shard`. A batch the GPU has no memory
     for (CuPy's OutOfMemoryError is a MemoryError) is split in two and each half retried, down
     to one model; the filters' results do not depend on how the models are batched."""
     try:
-        return shard.filter(STATE.engine(), models, arguments, timings, STATE.sieve_slots)
+        return shard.filter(STATE.engine(), models, settings, timings, STATE.sieve_slots)
     except MemoryError as error:
         if len(models) == 1:
             raise GpuhmmError(
@@ -175,6 +175,6 @@ def _filter_in_batches(shard, models, arguments, timings, shard_index):
             half,
             len(models) - half,
         )
-        return _filter_in_batches(shard, models[:half], arguments, timings, shard_index) + _filter_in_batches(
-            shard, models[half:], arguments, timings, shard_index
+        return _filter_in_batches(shard, models[:half], settings, timings, shard_index) + _filter_in_batches(
+            shard, models[half:], settings, timings, shard_index
         )
