@@ -366,28 +366,37 @@ def _plain_scanner():
     )
     if function is not None:
         function.restype = ctypes.c_int64
-        function.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 2
+        function.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 4
         function.argtypes += [ctypes.c_int64, ctypes.c_void_p]
     return function
 
 
+#: Bytes a record takes at least, as a rule: the records a chunk's parse has room for at first.
+_RECORD_BYTES = 64
+
+
 def _scan_plain_chunk(raw, table):
-    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c."""
-    capacity = raw.count(b">")  # each record starts with one
-    codes, fields, ncodes = np.empty(len(raw), np.uint8), np.empty((capacity, 6), np.int64), ctypes.c_int64()
-    count = _plain_scanner()(
-        raw, len(raw), table, codes.ctypes.data, fields.ctypes.data, capacity, ctypes.byref(ncodes)
-    )
+    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c (the codes as a numpy array).
+    The names and descriptions come back as text, one a line, split in one call."""
+    capacity, scan = len(raw) // _RECORD_BYTES + 1, _plain_scanner()
+    codes, names, descriptions = (np.empty(len(raw), np.uint8) for _ in range(3))
+    while True:
+        ends, sizes = np.empty(capacity, np.int64), np.zeros(3, np.int64)
+        pointers = (array.ctypes.data for array in (codes, ends, names, descriptions))
+        count = scan(raw, len(raw), table, *pointers, capacity, sizes.ctypes.data)
+        if count != -2:
+            break
+        capacity = raw.count(b">")  # each record starts with one
     if count < 0:
         return None
-    fields = fields[:count]
-    name_start, name_end, text_start, text_end = (column.tolist() for column in fields[:, :4].T)
+    ncodes, nnames, ndescriptions = sizes.tolist()
+    ends = ends[:count]
     return (
-        [raw[a:b] for a, b in zip(name_start, name_end)],
-        [raw[a:b] for a, b in zip(text_start, text_end)],
-        codes[: ncodes.value].tobytes(),
-        fields[:, 4].copy(),
-        fields[:, 5].copy(),
+        names[:nnames].tobytes().split(b"\n")[:-1],
+        descriptions[:ndescriptions].tobytes().split(b"\n")[:-1],
+        codes[:ncodes],
+        np.concatenate([[0], ends[:-1]]).astype(np.int64),
+        ends,
     )
 
 

@@ -17,32 +17,31 @@
 
 static int is_blank(uint8_t c) { return c == ' ' || c == '\t'; }
 
-/* The records of text[0, n): per record, in `fields` (6 each): its name's and description's
- * [start, end) in `text`, and its residues' [start, end) in `codes` (n bytes at most; their
- * count into *ncodes). Returns the number of records; -1 where the text is not plain; -2 past
+/* The records of text[0, n): their residues' digital codes end to end into `codes` (record r's
+ * end at ends[r]), their names and their descriptions into `names` and `descriptions`, each
+ * followed by a line feed (neither holds one). Each output takes at most n bytes; their sizes go
+ * to sizes[0..2]. Returns the number of records; -1 where the text is not plain; -2 past
  * `capacity` records. */
-int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, uint8_t *codes, int64_t *fields,
-                          int64_t capacity, int64_t *ncodes) {
-    int64_t at = 0, out = 0, count = 0;
+int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, uint8_t *codes, int64_t *ends,
+                          uint8_t *names, uint8_t *descriptions, int64_t capacity, int64_t *sizes) {
+    int64_t at = 0, out = 0, named = 0, described = 0, count = 0;
     if (n == 0 || text[0] != '>') return -1;
     while (at < n) { /* text[at] is the '>' that starts a header line */
-        int64_t end = at + 1, i;
+        int64_t end = at + 1, i, start;
         if (count == capacity) return -2;
         while (end < n && text[end] != '\n') end++;
         for (i = at + 1; i < end; i++) {
             uint8_t c = text[i];
             if (!((c >= 0x20 && c != 0x7F) || c == '\t')) return -1;
         }
-        int64_t *f = fields + 6 * count;
         for (i = at + 1; i < end && is_blank(text[i]); i++) {
         }
-        f[0] = i;
-        while (i < end && !is_blank(text[i])) i++;
-        f[1] = i;
-        if (f[1] == f[0]) return -1; /* a header without a name: Easel reports it */
+        for (start = i; i < end && !is_blank(text[i]); i++) names[named++] = text[i];
+        if (i == start) return -1; /* a header without a name: Easel reports it */
+        names[named++] = '\n';
         while (i < end && is_blank(text[i])) i++;
-        f[2] = i, f[3] = end;
-        f[4] = out;
+        for (; i < end; i++) descriptions[described++] = text[i];
+        descriptions[described++] = '\n';
         for (i = end < n ? end + 1 : n; i < n && text[i] != '>';) { /* a sequence line at i */
             for (; i < n && text[i] != '\n'; i++) {
                 uint8_t code = table[text[i]];
@@ -51,10 +50,9 @@ int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, 
             }
             if (i < n) i++;
         }
-        f[5] = out;
-        count++;
+        ends[count++] = out;
         at = i;
     }
-    *ncodes = out;
+    sizes[0] = out, sizes[1] = named, sizes[2] = described;
     return count;
 }
