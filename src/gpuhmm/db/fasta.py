@@ -10,6 +10,7 @@ is the one asserted (`--tformat`, `--qformat`), else the one Easel detects.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import dataclasses
@@ -264,8 +265,8 @@ _NEWLINE, _HEADER = ord("\n"), ord(">")
 def _read_plain_fasta(fasta, alphabet):
     """Easel's reading of a FASTA file in its plain form, in C (plainfasta.c) or else vectorized
     with numpy; None for any other file, which Easel itself then reads (and reports on, if it is
-    bad). An uncompressed file is parsed in chunks of whole records on every core at once, each
-    chunk read by its thread; a gzip file a chunk at a time as it is decompressed.
+    bad). The file is parsed in chunks of whole records on every core at once: an uncompressed
+    one's chunks each read by its thread, a gzip one's as they are decompressed.
 
     Plain: the text starts with '>'; header lines hold printable ASCII, tabs and bytes 0x80-0xFF
     (Latin-1 or UTF-8 text, kept as bytes: Easel's C locale takes them for neither space nor
@@ -281,21 +282,32 @@ def _read_plain_fasta(fasta, alphabet):
             return [], [], b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
         return parse(text, table) if text.startswith(b">") else None
 
+    threads = available_cpus()
     try:
-        with open(fasta, "rb") as handle:
+        with open(fasta, "rb") as handle, ThreadPoolExecutor(threads) as pool:
             if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return _joined(map(parsed, _whole_records(fasta)))
-            size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
-            with ThreadPoolExecutor(available_cpus()) as pool:
-                chunks = [
-                    pool.submit(lambda start: parsed(_records_from(fd, start, size)), start)
-                    for start in range(0, size, PLAIN_CHUNK_BYTES)
-                ]
-                joined = _joined(chunk.result() for chunk in chunks)
-                pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
-                return joined
+                chunks = _in_order(pool, parsed, _whole_records(fasta), threads)
+            else:
+                size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
+                read = functools.partial(_records_from, fd, size=size)
+                chunks = _in_order(pool, lambda start: parsed(read(start)), range(0, size, PLAIN_CHUNK_BYTES), threads)
+            joined = _joined(chunks)
+            pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
+            return joined
     except (OSError, EOFError, zlib.error):
         return None
+
+
+def _in_order(pool, function, items, ahead):
+    """function(item) of each of `items` on `pool`, in their order, at most `ahead` pending past
+    the one awaited: the text of a few chunks a thread in memory at once."""
+    pending = collections.deque()
+    for item in items:
+        pending.append(pool.submit(function, item))
+        if len(pending) > ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _joined(chunks):
