@@ -28,8 +28,9 @@ AHEAD_PER_THREAD = 2
 
 def search(models, path, alphabet, format, options, threads):
     """`models` (pyhmmer HMMs) against the sequence file `path` (in `format`, None: detected),
-    digitized in `alphabet`, with the search's `options` on `threads` threads: the `search.SearchResult` (per model, the
-    kept hits of each block, in file order) and the `db.stream.StreamedFile` read."""
+    digitized in `alphabet`, with the search's `options`, on `threads` threads: the
+    `search.SearchResult` (per model, the kept hits of each block, in file order) and the
+    `db.stream.StreamedFile` read."""
     started, started_at = time.perf_counter(), time.time()
     read, pipeline = stream.StreamedFile(), PipelineSettings.of(options)
     result = SearchResult(hits_by_model=[[] for _ in models])

@@ -250,9 +250,8 @@ def _read_with_easel(path, alphabet, format):
     return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends, accessions), alphabet
 
 
-#: The plain reader reads the text this many bytes at a time and parses it up to the last record
-#: that starts in it, chunks on threads side by side, which bounds its temporary arrays to a few
-#: times this a thread.
+#: The plain reader's chunks: the records that start within this many bytes of the text, parsed
+#: on threads side by side, each thread's temporary arrays a few times this.
 PLAIN_CHUNK_BYTES = 1 << 24
 
 
