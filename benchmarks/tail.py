@@ -111,6 +111,49 @@ def queue_run(queue, pipelines, shard, hmms, profiles, pairs, pipeline_key, task
     return time.perf_counter() - started, found, stats
 
 
+def workload(models, proteome, copies, threads, first=0):
+    """The benchmark's pairs: the first `first` models (0: all) of `models`, the proteins of
+    `proteome`, pyhmmer's options for them, and the (model, protein) pairs pyhmmer reports a hit
+    for (on `threads` threads), each `copies` times, also as the arrays `pair_model` and
+    `pair_sequence`."""
+    alphabet = pyhmmer.easel.Alphabet.amino()
+    with open_models(models) as handle:
+        hmms = [hmm for m, hmm in enumerate(handle) if not first or m < first]
+    with pyhmmer.easel.SequenceFile(str(proteome), digital=True, alphabet=alphabet) as handle:
+        proteins = handle.read_block()
+    index = {p.name: i for i, p in enumerate(proteins)}
+    options = dict(bias_filter=False, Z=len(proteins))
+    found = pyhmmer.hmmsearch(hmms, proteins, cpus=threads, **options)
+    pairs = [(m, index[hit.name]) for m, hits in enumerate(found) for hit in hits] * copies
+    pair_model, pair_sequence = (np.array(column) for column in zip(*pairs))
+    return types.SimpleNamespace(
+        alphabet=alphabet, hmms=hmms, proteins=proteins, options=options, pairs=pairs, pair_model=pair_model,
+        pair_sequence=pair_sequence,
+    )  # fmt: skip
+
+
+def batch_builder(work):
+    """build(indices): the `launch.TailBatch` of those of `work`'s pairs (`workload`); with the
+    models' striped `profiles` and TopHits `settings`, and the proteins' `lengths`."""
+    alphabet, hmms, proteins = work.alphabet, work.hmms, work.proteins
+    written = vitfilter.configured(hmms, pyhmmer.plan7.Background(alphabet))
+    pieces = [np.asarray(p.sequence, dtype=np.uint8) for p in proteins]
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+    lengths = np.diff(offsets)
+    settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **work.options), h) for h in hmms]
+    profiles = [StripedProfile.from_configured(*configured) for configured in written]
+    pack = launch.ModelPack(profiles)
+    sequences = (np.concatenate(pieces), offsets, serialized.NameTable.of_sequences(proteins))
+    null1 = np.array([scores.null_one(int(lengths[s])) for s in work.pair_sequence], np.float32)
+
+    def build(indices):
+        model, sequence = work.pair_model[indices], work.pair_sequence[indices]
+        return launch.TailBatch.build(pack, sequences, model, sequence, null1[indices], settings, 42)
+
+    build.profiles, build.settings, build.lengths = profiles, settings, lengths
+    return build
+
+
 class _Pipelines:
     """Each thread's pyhmmer Pipeline, as a worker keeps them (`WorkerState.pipeline`)."""
 
@@ -134,15 +177,8 @@ def main():
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    alphabet = pyhmmer.easel.Alphabet.amino()
-    with open_models(args.models) as handle:
-        hmms = [hmm for m, hmm in enumerate(handle) if not args.first or m < args.first]
-    with pyhmmer.easel.SequenceFile(str(args.proteome), digital=True, alphabet=alphabet) as handle:
-        proteins = handle.read_block()
-    index = {p.name: i for i, p in enumerate(proteins)}
-    options = dict(bias_filter=False, Z=len(proteins))
-    found = pyhmmer.hmmsearch(hmms, proteins, cpus=args.threads, **options)
-    pairs = [(m, index[hit.name]) for m, hits in enumerate(found) for hit in hits] * args.copies
+    work = workload(args.models, args.proteome, args.copies, args.threads, args.first)
+    alphabet, hmms, proteins, options, pairs = work.alphabet, work.hmms, work.proteins, work.options, work.pairs
     blocks = [
         pyhmmer.easel.DigitalSequenceBlock(alphabet, [proteins[s] for model, s in pairs if model == m])
         for m in range(len(hmms))
@@ -156,22 +192,11 @@ def main():
         peer = list(pool.map(search, range(len(hmms))))
     peer_s = time.perf_counter() - started
 
-    written = vitfilter.configured(hmms, pyhmmer.plan7.Background(alphabet))
-    profiles = [StripedProfile.from_configured(*configured) for configured in written]
-    pieces = [np.asarray(p.sequence, dtype=np.uint8) for p in proteins]
-    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
-    residues = np.concatenate(pieces)
-    lengths = np.diff(offsets)
-    pair_model, pair_sequence = (np.array(c) for c in zip(*pairs))
-    settings = [records.pipeline_settings(pyhmmer.plan7.Pipeline(alphabet, **options), h) for h in hmms]
-    pack = launch.ModelPack(profiles)
-    sequences = (residues, offsets, serialized.NameTable.of_sequences(proteins))
+    build = batch_builder(work)
+    profiles, settings, lengths = build.profiles, build.settings, build.lengths
+    pair_model, pair_sequence = work.pair_model, work.pair_sequence
     engine = GpuEngine()
-    null1 = np.array([scores.null_one(int(lengths[s])) for s in pair_sequence], np.float32)
-    batches = [
-        launch.TailBatch.build(pack, sequences, pair_model[p], pair_sequence[p], null1[p], settings, 42)
-        for p in np.array_split(np.arange(len(pairs)), args.calls)
-    ]
+    batches = [build(p) for p in np.array_split(np.arange(len(pairs)), args.calls)]
     engine.tail(batches[0])  # compiles the kernels
     runs = []
     for _ in range(args.repeats):
@@ -193,17 +218,13 @@ def main():
     # The bulk: the pairs but the costliest 1 %, whose rate the queue's GPU_COST_RATE states.
     cost = lengths[pair_sequence] * np.array([h.M for h in hmms])[pair_model]
     bulk = np.sort(np.argsort(cost, kind="stable")[: len(pairs) - len(pairs) // 100])
-    bulk_batch = launch.TailBatch.build(
-        pack, sequences, pair_model[bulk], pair_sequence[bulk], null1[bulk], settings, 42
-    )
+    bulk_batch = build(bulk)
     started = time.perf_counter()
     engine.tail(bulk_batch)
     bulk_s = time.perf_counter() - started
     # The costliest pair alone: each stage's serial chain with the GPU to itself.
     costliest = [int(np.argmax(cost))]
-    alone = launch.TailBatch.build(
-        pack, sequences, pair_model[costliest], pair_sequence[costliest], null1[costliest], settings, 42
-    )
+    alone = build(costliest)
     alone_s = {}
     engine.tail(alone, alone_s)
     pipelines = _Pipelines()
