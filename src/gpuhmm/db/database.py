@@ -9,7 +9,7 @@ A database is a directory:
 Shards are balanced by residues and sorted longest first inside, which is the order the GPU
 warp blocks want. Residues are Easel's digital codes exactly as `hmmsearch` reads them, so
 lowercase, degenerate residues and a trailing `*` mean what they mean to HMMER: FASTA in its
-plain form (most files) is read by a vectorized equivalent of Easel's FASTA reader, tested
+plain form (most files) is read by an equivalent of Easel's FASTA reader on every core, tested
 against it, and anything else (EMBL, GenBank, alignments too) by Easel itself, through
 pyhmmer (`fasta`). Each shard's SHA-256 is in the manifest; readers refuse a shard that does
 not match it. A sequence file searched by workers of the same process is never written: its
