@@ -407,7 +407,7 @@ def _scan_plain_chunk(raw, table):
         names[:nnames].tobytes().split(b"\n")[:-1],
         descriptions[:ndescriptions].tobytes().split(b"\n")[:-1],
         codes[:ncodes],
-        np.concatenate([[0], ends[:-1]]).astype(np.int64),
+        np.concatenate([[0], ends[:-1]]),
         ends,
     )
 

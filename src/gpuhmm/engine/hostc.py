@@ -5,6 +5,7 @@ once. Without a compiler there is no library, and the caller falls back to numpy
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import platform
@@ -25,8 +26,7 @@ def function(source: Path, name: str, what: str, instead: str):
     cannot be built: "no C compiler for `what` (...); `instead`"."""
     code = source.read_text()
     try:
-        version = subprocess.run([*_compiler(), "--version"], check=True, capture_output=True, text=True).stdout
-        identity = (_compiler(), version, platform.machine())
+        identity = _identity(tuple(_compiler()))
         try:
             return kernelcache.cached_kernel(
                 kernelcache.cache_directory(), code, name, OPTIONS, identity, _compile, _load
@@ -45,6 +45,14 @@ def function(source: Path, name: str, what: str, instead: str):
             instead,
         )
         return None
+
+
+@functools.cache
+def _identity(compiler):
+    """What the cache key holds of `compiler`: its words, its --version text and the machine
+    (asked once a process, whichever C files it builds)."""
+    version = subprocess.run([*compiler, "--version"], check=True, capture_output=True, text=True).stdout
+    return (list(compiler), version, platform.machine())
 
 
 def _compiler():
