@@ -133,7 +133,7 @@ def workload(models, proteome, copies, threads, first=0):
 
 
 def batch_builder(work):
-    """build(indices): the `launch.TailBatch` of those of `work`'s pairs (`workload`); with the
+    """`build(indices)`, the `launch.TailBatch` of those of `work`'s pairs (`workload`), with the
     models' striped `profiles` and TopHits `settings`, and the proteins' `lengths`."""
     alphabet, hmms, proteins = work.alphabet, work.hmms, work.proteins
     written = vitfilter.configured(hmms, pyhmmer.plan7.Background(alphabet))
@@ -150,8 +150,7 @@ def batch_builder(work):
         model, sequence = work.pair_model[indices], work.pair_sequence[indices]
         return launch.TailBatch.build(pack, sequences, model, sequence, null1[indices], settings, 42)
 
-    build.profiles, build.settings, build.lengths = profiles, settings, lengths
-    return build
+    return types.SimpleNamespace(build=build, profiles=profiles, settings=settings, lengths=lengths)
 
 
 class _Pipelines:
@@ -192,8 +191,8 @@ def main():
         peer = list(pool.map(search, range(len(hmms))))
     peer_s = time.perf_counter() - started
 
-    build = batch_builder(work)
-    profiles, settings, lengths = build.profiles, build.settings, build.lengths
+    built = batch_builder(work)
+    build, profiles, settings, lengths = built.build, built.profiles, built.settings, built.lengths
     pair_model, pair_sequence = work.pair_model, work.pair_sequence
     engine = GpuEngine()
     batches = [build(p) for p in np.array_split(np.arange(len(pairs)), args.calls)]

@@ -71,7 +71,7 @@ def main():
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     work = workload(args.models, args.proteome, args.copies, args.threads)
-    batch = batch_builder(work)(np.arange(len(work.pairs)))
+    batch = batch_builder(work).build(np.arange(len(work.pairs)))
     engine, source, defaults = GpuEngine(), SOURCE.read_text(), vars(launch).copy()
     runs, first = [], None
     try:
