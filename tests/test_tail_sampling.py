@@ -83,7 +83,7 @@ int select_e_row(int Q, const float *M, const float *D, float E, int *k, unsigne
     s.xmx = xmx;
     s.M = (const f4 *)M;
     s.D = (const f4 *)D;
-    s.I = s.tfv = 0;
+    s.I = s.ntv = 0;
     Randomness r;
     r.seed = 1;
     r.x = *x;

@@ -55,6 +55,7 @@ class Profile(ctypes.Structure):
         ("rfv", ctypes.c_void_p),
         ("tfv", ctypes.c_void_p),
         ("degenerate", ctypes.c_void_p),
+        ("ntv", ctypes.c_void_p),
         ("tau", ctypes.c_float),
         ("lam", ctypes.c_float),
     ]
@@ -69,9 +70,11 @@ class Profile(ctypes.Structure):
             degenerate[row, 1 : 1 + len(members)] = members
         rfv = np.ascontiguousarray(profile.emissions, dtype=np.float32)
         tfv = np.ascontiguousarray(profile.transitions, dtype=np.float32)
-        made = cls(profile.M, profile.Q, abc.K, abc.Kp, rfv.ctypes.data, tfv.ctypes.data, degenerate.ctypes.data)
+        ntv = np.ascontiguousarray(tfv.reshape(-1, profile.Q, 4).transpose(1, 2, 0))
+        pointers = (array.ctypes.data for array in (rfv, tfv, degenerate, ntv))
+        made = cls(profile.M, profile.Q, abc.K, abc.Kp, *pointers)
         made.tau, made.lam = profile.tau, profile.lam
-        made._keep = (rfv, tfv, degenerate)
+        made._keep = (rfv, tfv, degenerate, ntv)
         return made
 
 

@@ -37,6 +37,7 @@ class _Profile(ctypes.Structure):
         ("rfv", _pointer),
         ("tfv", _pointer),
         ("degenerate", _pointer),
+        ("ntv", _pointer),
         ("tau", ctypes.c_float),
         ("lam", ctypes.c_float),
     ]
@@ -160,7 +161,8 @@ class ModelPack:
             def at(offset, base=base):
                 return None if offset is None else base + offset
 
-            model.om = _Profile(*f["shape"], at(f["rfv"]), at(f["tfv"]), at(f["degenerate"]), *f["tail"])
+            pointers = (at(f[name]) for name in ("rfv", "tfv", "degenerate", "ntv"))
+            model.om = _Profile(*f["shape"], *pointers, *f["tail"])
             model.ann = _Annotation(*(at(f[n]) for n in ("consensus_code", "consensus", "rf", "cs", "symbols")))
         return np.frombuffer(bytes(models), dtype=np.uint8)
 
@@ -211,6 +213,7 @@ def _pack(p):
         rfv=put(p.emissions.astype(F32)),
         tfv=put(p.transitions.astype(F32)),
         degenerate=put(degenerate),
+        ntv=put(p.transitions.astype(F32).reshape(-1, p.Q, 4).transpose(1, 2, 0)),
         consensus_code=put(codes),
         consensus=text(p.consensus),
         rf=text(p.reference),

@@ -66,6 +66,9 @@ struct Profile {
     // For each degenerate code x = K + 1 .. Kp − 3, row x − K − 1 of K + 1 bytes: the number of
     // canonical members, then the members ascending (esl_abc_FAvgScVec).
     const unsigned char *degenerate;
+    // tfv node by node, for the traces' steps: node (q, z)'s T_COUNT transitions in Transition's
+    // order at ntv[2 * (4q + z)] (BM, MM, IM, DM) and the vector after it (MD, MI, II, DD).
+    const f4 *ntv;
     float tau, lam;  // the Forward exponential tail (FTAU, FLAMBDA)
 };
 

@@ -138,7 +138,7 @@ TAIL_FN int fchoose_raw(double roll, const float *path) {
 // What the select_* functions read: om->xf, the striped transitions and a full Forward matrix,
 // their pointers held by the sampler so that no step reloads them.
 struct StoSampler {
-    const f4 *M, *D, *I, *tfv;
+    const f4 *M, *D, *I, *ntv;
     const float *xmx;
     int L, Q;
     SpecialTransitions xf;
@@ -146,7 +146,7 @@ struct StoSampler {
 
 TAIL_FN StoSampler sto_sampler(const Profile *om, const SpecialTransitions *xf, const Matrix *fwd) {
     StoSampler s;
-    s.M = fwd->M, s.D = fwd->D, s.I = fwd->I, s.tfv = om->tfv;
+    s.M = fwd->M, s.D = fwd->D, s.I = fwd->I, s.ntv = om->ntv;
     s.xmx = fwd->xmx;
     s.L = fwd->L, s.Q = fwd->Q;
     s.xf = *xf;
@@ -166,9 +166,10 @@ TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k, Node n) {
     return k > 0 ? ro(&rows[(tail_size_t)i * Q + n.q].v[n.z]) : 0.0f;
 }
 
-// Transition t of node k (place n); 0 for k ≤ 0.
-TAIL_FN float sto_transition(const StoSampler &s, int t, int k, Node n) {
-    return k > 0 ? ro(&s.tfv[t * s.Q + n.q].v[n.z]) : 0.0f;
+// Node k's transitions (place n) from `half` on (0: BM, MM, IM, DM; 1: MD, MI, II, DD) in one
+// load; zeros for k ≤ 0.
+TAIL_FN f4 sto_transitions(const StoSampler &s, int half, int k, Node n) {
+    return k > 0 ? ro(s.ntv + 2 * (4 * n.q + n.z) + half) : f4{{0.0f, 0.0f, 0.0f, 0.0f}};
 }
 
 TAIL_FN float sto_special(const StoSampler &s, int i, int x) { return ro(&s.xmx[(tail_size_t)i * X_COUNT + x]); }
@@ -189,28 +190,31 @@ TAIL_FN char sto_pick(Randomness *r, float *path, const char *states) {
 // select_m: what led to M(i, k) (node place n): B(i−1), or M, I, D of node k − 1 at row i − 1.
 TAIL_FN char sto_select_m(const StoSampler &s, Randomness *r, int i, int k, Node n) {
     const Node before = node_before(n, s.Q);
+    const f4 t = sto_transitions(s, 0, k, n);
     float path[4];
-    path[0] = sto_special(s, i - 1, X_B) * sto_transition(s, T_BM, k, n);
-    path[1] = sto_cell(s.M, s.Q, i - 1, k - 1, before) * sto_transition(s, T_MM, k, n);
-    path[2] = sto_cell(s.I, s.Q, i - 1, k - 1, before) * sto_transition(s, T_IM, k, n);
-    path[3] = sto_cell(s.D, s.Q, i - 1, k - 1, before) * sto_transition(s, T_DM, k, n);
+    path[0] = sto_special(s, i - 1, X_B) * t.v[T_BM];
+    path[1] = sto_cell(s.M, s.Q, i - 1, k - 1, before) * t.v[T_MM];
+    path[2] = sto_cell(s.I, s.Q, i - 1, k - 1, before) * t.v[T_IM];
+    path[3] = sto_cell(s.D, s.Q, i - 1, k - 1, before) * t.v[T_DM];
     return sto_pick<4>(r, path, "BMID");
 }
 
 // select_d: M or D of node k − 1 in the same row.
 TAIL_FN char sto_select_d(const StoSampler &s, Randomness *r, int i, int k, Node n) {
     const Node before = node_before(n, s.Q);
+    const f4 t = sto_transitions(s, 1, k - 1, before);
     float path[2];
-    path[0] = sto_cell(s.M, s.Q, i, k - 1, before) * sto_transition(s, T_MD, k - 1, before);
-    path[1] = sto_cell(s.D, s.Q, i, k - 1, before) * sto_transition(s, T_DD, k - 1, before);
+    path[0] = sto_cell(s.M, s.Q, i, k - 1, before) * t.v[T_MD - 4];
+    path[1] = sto_cell(s.D, s.Q, i, k - 1, before) * t.v[T_DD - 4];
     return sto_pick<2>(r, path, "MD");
 }
 
 // select_i: M or I of node k at row i − 1.
 TAIL_FN char sto_select_i(const StoSampler &s, Randomness *r, int i, int k, Node n) {
+    const f4 t = sto_transitions(s, 1, k, n);
     float path[2];
-    path[0] = sto_cell(s.M, s.Q, i - 1, k, n) * sto_transition(s, T_MI, k, n);
-    path[1] = sto_cell(s.I, s.Q, i - 1, k, n) * sto_transition(s, T_II, k, n);
+    path[0] = sto_cell(s.M, s.Q, i - 1, k, n) * t.v[T_MI - 4];
+    path[1] = sto_cell(s.I, s.Q, i - 1, k, n) * t.v[T_II - 4];
     return sto_pick<2>(r, path, "MI");
 }
 
