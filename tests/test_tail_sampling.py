@@ -24,8 +24,8 @@ from oracle.target import Target
 
 SHIM = r"""
 #include <cstdlib>
-#include "stotrace.cuh"
-#include "spensemble.cuh"
+#include <vector>
+#include "domaindef.cuh"
 using namespace gpuhmm::tail;
 
 // A sample_trace sink that keeps the sampled path in a Trace.
@@ -34,11 +34,22 @@ struct TraceSink {
     int append(char previous, char state, int k, int i, Node) { return trace_append(tr, previous, state, k, i, 0.0f); }
 };
 
+// The full matrix `fwd`'s rows as the sampler reads them (domaindef.cuh's CellRows).
+std::vector<f4> cells_of(const Matrix *fwd) {
+    std::vector<f4> cells(4 * (size_t)(fwd->L + 1) * fwd->Q);
+    for (int i = 0; i <= fwd->L; i++)
+        for (int z = 0; z < 4; z++)
+            CellRows{cells.data(), fwd->Q}(i, z, fwd->M + (size_t)i * fwd->Q, fwd->D + (size_t)i * fwd->Q,
+                                           fwd->I + (size_t)i * fwd->Q);
+    return cells;
+}
+
 // p7_StochasticTrace: the sampled path into `tr` (emptied first; no posteriors), reversed.
 int stochastic_trace(Randomness *r, const Profile *om, const SpecialTransitions *xf, const Matrix *fwd, Trace *tr) {
     TraceSink sink = {tr};
     tr->n = 0;
-    int status = sample_trace(r, sto_sampler(om, xf, fwd), sink);
+    std::vector<f4> cells = cells_of(fwd);
+    int status = sample_trace(r, sto_sampler(om, xf, fwd, cells.data()), sink);
     if (status == TAIL_OK) trace_reverse(tr);
     return status;
 }
@@ -77,13 +88,15 @@ int fnorm_fchoose(float *path, int n, unsigned seed, unsigned *x) {
 int select_e_row(int Q, const float *M, const float *D, float E, int *k, unsigned *x) {
     float xmx[X_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     xmx[X_E] = E;
+    std::vector<f4> cells(4 * (size_t)Q);
+    CellRows rows = {cells.data(), Q};
+    for (int z = 0; z < 4; z++) rows(0, z, (const f4 *)M, (const f4 *)D, (const f4 *)D);
     StoSampler s;
     s.L = 0;
     s.Q = Q;
     s.xmx = xmx;
-    s.M = (const f4 *)M;
-    s.D = (const f4 *)D;
-    s.I = s.ntv = 0;
+    s.cells = cells.data();
+    s.ntv = 0;
     Randomness r;
     r.seed = 1;
     r.x = *x;

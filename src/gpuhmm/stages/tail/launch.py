@@ -253,7 +253,7 @@ def region_bytes(Lr, M, Kp=29):
     allocations, with cluster's at MAX_SEGMENTS segments and 16-byte alignment)."""
     Lr = _int64(Lr)
     M, Q = _nodes(M)
-    matrix = _a(24 * (Lr + 1)) + 3 * _a(16 * (Lr + 1) * Q)
+    matrix = _a(24 * (Lr + 1)) + _a(64 * (Lr + 1) * Q)
     sampled_nodes = 8 * Lr
     clustering = 20 * (MAX_SEGMENTS + 1) + 4 * (Lr + M + 2) + 4 * (MAX_ENVELOPES + 1)
     fixed = 24 * MAX_ENVELOPES + 4 * (5 * MAX_SEGMENTS + 1) + 28 * MAX_TRACE_DOMAINS + 4 * Kp

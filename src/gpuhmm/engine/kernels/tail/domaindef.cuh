@@ -255,7 +255,8 @@ struct SampledDomains {
 // A multi-domain region's arrays in its arena, laid out alike by each of the kernels that run
 // region_trace_ensemble in three parts: the Forward matrix, the traces, the clustering.
 struct RegionWork {
-    Matrix fwd;
+    Matrix fwd;  // its special states; the M, D and I rows are `cells`
+    f4 *cells;  // (Lr + 1) * Q * 4: lane z of vector q of row i, {M, D, I, 0}, at 4 (iQ + q) + z
     f4 *scratch;
     float *odds, *addend, *null2;
     int *segments;  // sample, i, j, k and m of each segment (MAX_SEGMENTS each), then their number
@@ -264,7 +265,10 @@ struct RegionWork {
 
 TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
     RegionWork w;
-    w.fwd = full_matrix(arena, Lr, om->Q);
+    w.fwd.L = Lr, w.fwd.Q = om->Q, w.fwd.has_own_scales = 0;
+    w.fwd.xmx = (float *)arena_alloc(arena, sizeof(float) * X_COUNT * (Lr + 1));
+    w.fwd.M = w.fwd.D = w.fwd.I = 0;
+    w.cells = (f4 *)arena_alloc(arena, sizeof(f4) * 4 * (tail_size_t)(Lr + 1) * om->Q);
     w.scratch = (f4 *)arena_alloc(arena, sizeof(f4) * 6 * om->Q);
     w.odds = (float *)arena_alloc(arena, sizeof(float) * Lr);
     w.addend = (float *)arena_alloc(arena, sizeof(float) * Lr);
@@ -277,12 +281,25 @@ TAIL_FN RegionWork region_work(const Profile *om, int Lr, Arena *arena) {
     return w;
 }
 
-// region_trace_ensemble's first part: the multihit Forward matrix of region i..j, by the lane group g.
+// Forward rows kept as the traces read them: one 16-byte {M, D, I} cell per node and row.
+struct CellRows {
+    f4 *cells;
+    int Q;
+
+    TAIL_MEMBER void operator()(int i, int z, const f4 *M, const f4 *D, const f4 *I) const {
+        f4 *row = cells + 4 * (tail_size_t)i * Q + z;
+        for (int q = 0; q < Q; q++) row[4 * q] = f4{{M[q].v[z], D[q].v[z], I[q].v[z], 0.0f}};
+    }
+};
+
+// region_trace_ensemble's first part: the multihit Forward matrix of region i..j, by the lane group g,
+// its rows as cells.
 TAIL_FN int region_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L, int i, int j,
                            RegionWork *w) {
     const SpecialTransitions xf = reconfigured(L, 1);
     float unused;
-    int status = group_forward(g, om, dsq + i - 1, j - i + 1, &xf, &w->fwd, w->scratch, &unused);
+    int status = group_forward(g, om, dsq + i - 1, j - i + 1, &xf, &w->fwd, w->scratch, &unused,
+                               CellRows{w->cells, om->Q});
     return status == TAIL_RANGE ? status : TAIL_OK;  // the score's rounding (TAIL_UNCERTAIN) is not used
 }
 
@@ -292,7 +309,7 @@ TAIL_FN int region_forward(const LaneGroup &g, const Profile *om, const unsigned
 TAIL_FN int region_traces(const Warp &warp, const Profile *om, const unsigned char *dsq, int L, int i, int j,
                           Randomness *rng, RegionWork *w) {
     const SpecialTransitions xf = reconfigured(L, 1);
-    const StoSampler sampler = sto_sampler(om, &xf, &w->fwd);
+    const StoSampler sampler = sto_sampler(om, &xf, &w->fwd, w->cells);
     const int Lr = j - i + 1;
     const unsigned char *residues = dsq + i - 1;
     float *odds = w->odds, *addend = w->addend, *null2 = w->null2;

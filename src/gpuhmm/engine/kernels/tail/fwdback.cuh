@@ -98,17 +98,25 @@ TAIL_FN float forward_cells(int Q, int z, const f4 *t, const f4 *e, float xB, fl
     return xEv;
 }
 
+// What a Forward row is handed to when it is done: nothing, unless a caller keeps it elsewhere.
+struct NoRows {
+    TAIL_MEMBER void operator()(int, int, const f4 *, const f4 *, const f4 *) const {}
+};
+
 // p7_ForwardParser (fwd->M null; `rows` then holds 6·Q vectors of scratch) or p7_Forward: fills
 // fwd->xmx (thread 0) and lane z of the full matrix's rows (thread z), the score in nats in every
-// thread; the group is synchronized when it returns.
+// thread; each finished row i (0 first, all zeros), as it will stay, to done(i, z, M, D, I) in
+// thread z. The group is synchronized when it returns.
+template <class Done = NoRows>
 TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned char *dsq, int L,
-                          const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score) {
+                          const SpecialTransitions *xf, Matrix *fwd, f4 *rows, float *score, Done done = Done()) {
     const int Q = om->Q, z = g.z;
     const f4 *t = om->tfv, *tDD = t + T_DD * Q;
     const int stop_early = om->M >= 100, full = fwd->M != 0;
     f4 *Mp = rows, *Dp = rows + Q, *Ip = rows + 2 * Q, *Mc = rows + 3 * Q, *Dc = rows + 4 * Q, *Ic = rows + 5 * Q;
     if (full) Mp = fwd->M, Dp = fwd->D, Ip = fwd->I;
     for (int q = 0; q < Q; q++) Mp[q].v[z] = Dp[q].v[z] = Ip[q].v[z] = 0.0f;
+    done(0, z, Mp, Dp, Ip);
     float xN = 1.0f, xJ = 0.0f, xC = 0.0f, xB = xf->move, xE = 0.0f;
     if (z == 0) {
         float *x = fwd->xmx;
@@ -161,6 +169,7 @@ TAIL_FN int group_forward(const LaneGroup &g, const Profile *om, const unsigned 
             float *x = fwd->xmx + (tail_size_t)i * X_COUNT;
             x[X_E] = xE, x[X_N] = xN, x[X_J] = xJ, x[X_B] = xB, x[X_C] = xC, x[X_SCALE] = scale;
         }
+        done(i, z, Mc, Dc, Ic);
         mlast = Mc[Q - 1].v[z], dlast = Dc[Q - 1].v[z], ilast = Ic[Q - 1].v[z];
         f4 *swap;
         swap = Mp, Mp = Mc, Mc = swap;

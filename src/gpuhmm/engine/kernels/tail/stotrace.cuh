@@ -8,8 +8,9 @@
 // Thread → data: one thread samples the traces of one region, serially, from one generator (the
 // draws are a single sequence, so nothing here can be split across threads); a sink takes each
 // step (domaindef.cuh's SampledDomains; the tests keep the whole path). Lane width: the
-// Forward matrix rows are striped f4 vectors of 4 float32 lanes; select_e walks them in that
-// striped order (q outer; M's 4 lanes, then D's 4 lanes).
+// Forward matrix rows are striped, 4 float32 lanes a vector, each node's M, D and I one 16-byte
+// cell and its transitions two vectors, so that a step reads one of each; select_e walks a row
+// in striped order (q outer; M's 4 lanes, then D's 4 lanes).
 //
 // Rounding: each predecessor weight is one float32 product of a Forward cell and a transition
 // (C/J's E weight: (E(i) · t) · scale(i), left to right); FNorm is a Kahan float32 sum then one
@@ -135,18 +136,19 @@ TAIL_FN int fchoose_raw(double roll, const float *path) {
     return N - 1;
 }
 
-// What the select_* functions read: om->xf, the striped transitions and a full Forward matrix,
-// their pointers held by the sampler so that no step reloads them.
+// What the select_* functions read: om->xf, the transitions node by node, a Forward matrix's
+// special states and its rows as cells (domaindef.cuh's CellRows), their pointers held by the
+// sampler so that no step reloads them.
 struct StoSampler {
-    const f4 *M, *D, *I, *ntv;
+    const f4 *cells, *ntv;
     const float *xmx;
     int L, Q;
     SpecialTransitions xf;
 };
 
-TAIL_FN StoSampler sto_sampler(const Profile *om, const SpecialTransitions *xf, const Matrix *fwd) {
+TAIL_FN StoSampler sto_sampler(const Profile *om, const SpecialTransitions *xf, const Matrix *fwd, const f4 *cells) {
     StoSampler s;
-    s.M = fwd->M, s.D = fwd->D, s.I = fwd->I, s.ntv = om->ntv;
+    s.cells = cells, s.ntv = om->ntv;
     s.xmx = fwd->xmx;
     s.L = fwd->L, s.Q = fwd->Q;
     s.xf = *xf;
@@ -161,9 +163,9 @@ struct Node {
 
 TAIL_FN Node node_before(Node n, int Q) { return n.q > 0 ? Node{n.q - 1, n.z} : Node{Q - 1, n.z - 1}; }
 
-// Node k's cell in row i of striped rows (Q vectors a row), n its place; 0 for k ≤ 0.
-TAIL_FN float sto_cell(const f4 *rows, int Q, int i, int k, Node n) {
-    return k > 0 ? ro(&rows[(tail_size_t)i * Q + n.q].v[n.z]) : 0.0f;
+// Node k's {M, D, I} cell in row i, n its place, in one load; zeros for k ≤ 0.
+TAIL_FN f4 sto_cells(const StoSampler &s, int i, int k, Node n) {
+    return k > 0 ? ro(s.cells + 4 * ((tail_size_t)i * s.Q + n.q) + n.z) : f4{{0.0f, 0.0f, 0.0f, 0.0f}};
 }
 
 // Node k's transitions (place n) from `half` on (0: BM, MM, IM, DM; 1: MD, MI, II, DD) in one
@@ -190,31 +192,31 @@ TAIL_FN char sto_pick(Randomness *r, float *path, const char *states) {
 // select_m: what led to M(i, k) (node place n): B(i−1), or M, I, D of node k − 1 at row i − 1.
 TAIL_FN char sto_select_m(const StoSampler &s, Randomness *r, int i, int k, Node n) {
     const Node before = node_before(n, s.Q);
-    const f4 t = sto_transitions(s, 0, k, n);
+    const f4 t = sto_transitions(s, 0, k, n), c = sto_cells(s, i - 1, k - 1, before);
     float path[4];
     path[0] = sto_special(s, i - 1, X_B) * t.v[T_BM];
-    path[1] = sto_cell(s.M, s.Q, i - 1, k - 1, before) * t.v[T_MM];
-    path[2] = sto_cell(s.I, s.Q, i - 1, k - 1, before) * t.v[T_IM];
-    path[3] = sto_cell(s.D, s.Q, i - 1, k - 1, before) * t.v[T_DM];
+    path[1] = c.v[0] * t.v[T_MM];
+    path[2] = c.v[2] * t.v[T_IM];
+    path[3] = c.v[1] * t.v[T_DM];
     return sto_pick<4>(r, path, "BMID");
 }
 
 // select_d: M or D of node k − 1 in the same row.
 TAIL_FN char sto_select_d(const StoSampler &s, Randomness *r, int i, int k, Node n) {
     const Node before = node_before(n, s.Q);
-    const f4 t = sto_transitions(s, 1, k - 1, before);
+    const f4 t = sto_transitions(s, 1, k - 1, before), c = sto_cells(s, i, k - 1, before);
     float path[2];
-    path[0] = sto_cell(s.M, s.Q, i, k - 1, before) * t.v[T_MD - 4];
-    path[1] = sto_cell(s.D, s.Q, i, k - 1, before) * t.v[T_DD - 4];
+    path[0] = c.v[0] * t.v[T_MD - 4];
+    path[1] = c.v[1] * t.v[T_DD - 4];
     return sto_pick<2>(r, path, "MD");
 }
 
 // select_i: M or I of node k at row i − 1.
 TAIL_FN char sto_select_i(const StoSampler &s, Randomness *r, int i, int k, Node n) {
-    const f4 t = sto_transitions(s, 1, k, n);
+    const f4 t = sto_transitions(s, 1, k, n), c = sto_cells(s, i - 1, k, n);
     float path[2];
-    path[0] = sto_cell(s.M, s.Q, i - 1, k, n) * t.v[T_MI - 4];
-    path[1] = sto_cell(s.I, s.Q, i - 1, k, n) * t.v[T_II - 4];
+    path[0] = c.v[0] * t.v[T_MI - 4];
+    path[1] = c.v[2] * t.v[T_II - 4];
     return sto_pick<2>(r, path, "MI");
 }
 
@@ -235,6 +237,14 @@ TAIL_FN char sto_select_b(const StoSampler &s, Randomness *r, int i) {
     return sto_pick<2>(r, path, "NJ");
 }
 
+// Vector q of a row of cells as its M and D vectors.
+TAIL_FN void sto_vectors(const f4 *row, int q, f4 *m, f4 *d) {
+    for (int z = 0; z < 4; z++) {
+        const f4 c = ro(row + 4 * q + z);
+        m->v[z] = c.v[0], d->v[z] = c.v[1];
+    }
+}
+
 // How many times select_e sweeps row i before giving up (HMMER would loop forever on weights that
 // never reach the draw; one or two sweeps suffice for any finite row).
 TAIL_CONST int STO_E_MAX_SWEEPS = 64;
@@ -245,14 +255,15 @@ TAIL_FN char sto_select_e(const StoSampler &s, Randomness *r, int i, int *k, Nod
     const int Q = s.Q;
     double roll = rng_random(r);
     float weight = 1.0f / sto_special(s, i, X_E);
-    const f4 *M = s.M + (tail_size_t)i * Q, *D = s.D + (tail_size_t)i * Q;
+    const f4 *row = s.cells + 4 * (tail_size_t)i * Q;
     double total = 0.0;  // kept across sweeps, as the reference's running sum is
     for (int sweep = 0; sweep < STO_E_MAX_SWEEPS; sweep++) {
         double before = total;
-        f4 m = ro(M), d = ro(D);
+        f4 m, d;
+        sto_vectors(row, 0, &m, &d);
         for (int q = 0; q < Q; q++) {
             f4 m_next = m, d_next = d;  // the next vectors load while these are tested
-            if (q + 1 < Q) m_next = ro(M + q + 1), d_next = ro(D + q + 1);
+            if (q + 1 < Q) sto_vectors(row, q + 1, &m_next, &d_next);
             double sums[8];  // the running total after each of the vector's M, then D cells
             for (int z = 0; z < 4; z++) sums[z] = total = total + (double)(m.v[z] * weight);
             for (int z = 0; z < 4; z++) sums[4 + z] = total = total + (double)(d.v[z] * weight);
