@@ -9,8 +9,9 @@ Run on the GPU machine, from the repository root:
 A variant is `base` (the code as it is) or changes joined by '+': `NAME=VALUE` sets
 `stages.tail.launch.NAME` (an integer, or integers separated by commas for a tuple), and
 `bounds:KERNEL=BLOCKS` gives `tail_KERNEL` in kernels/tail/tail.cu `__launch_bounds__(64,
-BLOCKS)` for that variant (the source is edited in place and restored at the end; a kernel that
-has bounds already keeps them). Each variant compiles in an untimed call of `GpuEngine.tail` on
+BLOCKS)` for that variant (a kernel that has bounds already keeps them), and `const:NAME=VALUE`
+sets the kernels' `TAIL_CONST int NAME` (tail.cu is replaced by its text with the headers inlined,
+edited, and restored at the end). Each variant compiles in an untimed call of `GpuEngine.tail` on
 all the pairs, then runs `--repeats` timed calls; the fastest counts. `same_bytes`: the
 statuses, hits and records equal the first variant's.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import shlex
 import sys
 import time
@@ -44,7 +46,7 @@ SOURCE = kernelcache.KERNELS / "tail" / "tail.cu"
 
 
 def applied(variant, source):
-    """Sets `variant`'s launch constants; returns tail.cu's text with its launch bounds."""
+    """Sets `variant`'s launch constants; returns tail.cu's inlined `source` with its bounds and constants."""
     for change in variant.split("+"):
         if change == "base":
             continue
@@ -54,6 +56,11 @@ def applied(variant, source):
             if kernel not in source:
                 raise SystemExit(f"no unbounded kernel tail_{name.removeprefix('bounds:')} in {SOURCE}")
             source = source.replace(kernel, f"__global__ void __launch_bounds__(64, {int(value)}) {kernel[16:]}")
+        elif name.startswith("const:"):
+            constant = re.compile(rf"(TAIL_CONST int {name.removeprefix('const:')} = )-?\d+;")
+            if not constant.search(source):
+                raise SystemExit(f"no TAIL_CONST int {name.removeprefix('const:')} in {SOURCE}'s headers")
+            source = constant.sub(rf"\g<1>{int(value)};", source)
         else:
             numbers = tuple(int(v) for v in value.split(","))
             setattr(launch, name, numbers if isinstance(getattr(launch, name), tuple) else numbers[0])
@@ -72,7 +79,8 @@ def main():
     args = parser.parse_args()
     work = workload(args.models, args.proteome, args.copies, args.threads)
     batch = batch_builder(work).build(np.arange(len(work.pairs)))
-    engine, source, defaults = GpuEngine(), SOURCE.read_text(), vars(launch).copy()
+    engine, original, defaults = GpuEngine(), SOURCE.read_text(), vars(launch).copy()
+    source = kernelcache.kernel_source("tail/tail.cu")
     runs, first = [], None
     try:
         for variant in args.variant:
@@ -105,7 +113,7 @@ def main():
             )
             print(json.dumps(runs[-1]), flush=True)
     finally:
-        SOURCE.write_text(source)
+        SOURCE.write_text(original)
     result = {
         "benchmark": "tail-settings",
         "gpu": gpu_name()[0],
