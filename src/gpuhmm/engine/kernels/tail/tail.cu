@@ -73,12 +73,23 @@ __global__ void tail_parse_wide(const tail::Tail *t, int spread, int group) {
              [&](int item) { tail::parse_pair(t, item, tail::warp_wide_group()); });
 }
 
+// Threads per block of every tail kernel (TailDevice.THREADS).
+constexpr int TAIL_THREADS = 64;
+// Blocks of tail_envelopes an SM keeps: 8 caps its registers at 128 (a few spill to the cache),
+// 16 warps an SM against 10 at the 180 it would take; the kernel waits on loads, and more warps
+// hide more of that wait (benchmarks/RESULTS.md).
+constexpr int ENVELOPE_BLOCKS_PER_SM = 8;
+// Blocks of tail_traces an SM keeps: 12 caps its registers at 80, 24 warps (regions) an SM
+// against 16 at the 117 it would take; each warp's draws are one serial chain.
+constexpr int TRACE_BLOCKS_PER_SM = 12;
+
 __global__ void tail_regions(const tail::Tail *t, int spread, int group) {
     tail_run(t, REGIONS, t->ntasks, spread, group, 4,
              [&](int item) { tail::region_forward_item(t, item, tail::warp_lane_group()); });
 }
 
-__global__ void tail_traces(const tail::Tail *t, int spread, int group) {
+__global__ void __launch_bounds__(TAIL_THREADS, TRACE_BLOCKS_PER_SM)
+    tail_traces(const tail::Tail *t, int spread, int group) {
     tail_run(t, TRACES, t->ntasks, spread, group, 32,
              [&](int item) { tail::region_traces_item(t, item, tail::this_warp()); });
 }
@@ -87,13 +98,6 @@ __global__ void tail_clusters(const tail::Tail *t, int spread, int group) {
     tail_run(t, CLUSTERS, t->ntasks, spread, group, 32,
              [&](int item) { tail::region_envelopes_item(t, item, tail::this_warp()); });
 }
-
-// Threads per block of every tail kernel (TailDevice.THREADS).
-constexpr int TAIL_THREADS = 64;
-// Blocks of tail_envelopes an SM keeps: 8 caps its registers at 128 (a few spill to the cache),
-// 16 warps an SM against 10 at the 180 it would take; the kernel waits on loads, and more warps
-// hide more of that wait (benchmarks/RESULTS.md).
-constexpr int ENVELOPE_BLOCKS_PER_SM = 8;
 
 // Stage 3: the envelope tasks past the launch's first t->nwide, a lane group each.
 __global__ void __launch_bounds__(TAIL_THREADS, ENVELOPE_BLOCKS_PER_SM)
