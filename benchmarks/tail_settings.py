@@ -13,7 +13,8 @@ BLOCKS)` for that variant (a kernel that has bounds already keeps them), and `co
 sets the kernels' `TAIL_CONST int NAME` (tail.cu is replaced by its text with the headers inlined,
 edited, and restored at the end). Each variant compiles in an untimed call of `GpuEngine.tail` on
 all the pairs, then runs `--repeats` timed calls; the fastest counts. `same_bytes`: the
-statuses, hits and records equal the first variant's.
+statuses, hits and records equal the first variant's. A variant that fails ends the run with its
+`error`; the record keeps the variants before it.
 
 Writes benchmarks/results/tail-settings-<gpu>.json (or --out).
 """
@@ -82,6 +83,16 @@ def main():
     engine, original, defaults = GpuEngine(), SOURCE.read_text(), vars(launch).copy()
     source = kernelcache.kernel_source("tail/tail.cu")
     runs, first = [], None
+    result = {
+        "benchmark": "tail-settings",
+        "gpu": gpu_name()[0],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["python3", *sys.argv]),
+        "models": len(work.hmms),
+        "pairs": len(work.pairs),
+        "runs": runs,
+    }
+    out = args.out or HERE / "results" / f"tail-settings-{gpu_tag()}.json"
     try:
         for variant in args.variant:
             vars(launch).update(defaults)
@@ -112,19 +123,12 @@ def main():
                 )
             )
             print(json.dumps(runs[-1]), flush=True)
+    except Exception as error:  # a fault leaves the device unusable: the variants before it stand
+        runs.append(dict(variant=variant, error=f"{type(error).__name__}: {error}"))
+        raise
     finally:
         SOURCE.write_text(original)
-    result = {
-        "benchmark": "tail-settings",
-        "gpu": gpu_name()[0],
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python3", *sys.argv]),
-        "models": len(work.hmms),
-        "pairs": len(work.pairs),
-        "runs": runs,
-    }
-    out = args.out or HERE / "results" / f"tail-settings-{gpu_tag()}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
