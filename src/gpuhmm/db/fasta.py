@@ -3,10 +3,10 @@
 Residues are Easel's digital codes exactly as `hmmsearch` reads them, so lowercase, degenerate
 residues and a trailing `*` mean what they mean to HMMER. FASTA in its plain form (most files)
 is read by an equivalent of Easel's FASTA reader (plainfasta.c, or numpy) on every core, tested
-against it; any other FASTA,
-and every other format Easel reads (EMBL, UniProt, GenBank, the alignment formats, whose
-sequences it reads one by one without their gaps), by Easel itself, through pyhmmer. The format
-is the one asserted (`--tformat`, `--qformat`), else the one Easel detects.
+against it; any other FASTA, and every other format Easel reads (EMBL, UniProt, GenBank, the
+alignment formats, whose sequences it reads one by one without their gaps), by Easel itself,
+through pyhmmer. The format is the one asserted (`--tformat`, `--qformat`), else the one Easel
+detects.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 pyhmmer exposes HMMER's SSV and MSV filters but not its Viterbi filter, so `vitcpu.c` ports the
 numpy reference (`engine.reference.vitfilter.viterbi_scores`) to C, cell for cell: its scores are
 the reference's, bit for bit. It is built for the host at first use (`hostc`); without a
-compiler the numpy reference scores instead. A call releases the GIL, so threads score sequences in parallel.
+compiler the numpy reference scores instead. A call releases the GIL, so threads score
+sequences in parallel.
 """
 
 from __future__ import annotations
