@@ -13,7 +13,7 @@ import pytest
 
 from gpuhmm import GpuhmmError, makedb
 from gpuhmm.db import database as seqdb
-from gpuhmm.db import fasta as easel_fasta
+from gpuhmm.db import plainfasta
 from gpuhmm.db.database import SequenceDatabase
 from gpuhmm.db.format import PackedText
 from gpuhmm.db.index import FirstPositions
@@ -164,30 +164,31 @@ NOT_PLAIN_FASTA = {
 def plain_reader(request, monkeypatch):
     """The plain FASTA reader in C (plainfasta.c, built here), or its numpy fallback."""
     if request.param == "C":
-        assert easel_fasta._plain_scanner() is not None
+        assert plainfasta._plain_scanner() is not None
     else:
-        monkeypatch.setattr(easel_fasta, "_plain_scanner", lambda: None)
+        monkeypatch.setattr(plainfasta, "_plain_scanner", lambda: None)
     return request.param
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 20, 1 << 26])
 def test_the_plain_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch, plain_reader, chunk_bytes):
     """Whole records cut at any byte, read on threads side by side, in file order."""
-    monkeypatch.setattr(easel_fasta, "PLAIN_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(plainfasta, "PLAIN_CHUNK_BYTES", chunk_bytes)
     fasta = tmp_path / "plain.faa"
     fasta.write_text(PLAIN_FASTA)
     for source in (fasta, PROTEINS):
-        parsed = easel_fasta._read_plain_fasta(source, pyhmmer.easel.Alphabet.amino())
-        assert parsed is not None
-        residues = [parsed.codes[start:end] for start, end in zip(parsed.starts, parsed.ends)]
-        assert list(zip(parsed.names, parsed.descriptions, residues)) == _easel_records(source)
+        columns = plainfasta.read(source, pyhmmer.easel.Alphabet.amino())
+        assert columns is not None
+        names, descriptions, codes, starts, ends = columns
+        residues = [codes[start:end] for start, end in zip(starts, ends)]
+        assert list(zip(names, descriptions, residues)) == _easel_records(source)
 
 
 @pytest.mark.parametrize("case", sorted(NOT_PLAIN_FASTA))
 def test_other_fasta_is_read_by_easel_itself(tmp_path, plain_reader, case):
     fasta = tmp_path / "other.faa"
     fasta.write_text(NOT_PLAIN_FASTA[case])
-    assert easel_fasta._read_plain_fasta(fasta, pyhmmer.easel.Alphabet.amino()) is None
+    assert plainfasta.read(fasta, pyhmmer.easel.Alphabet.amino()) is None
     try:
         expected = _easel_records(fasta)
     except ValueError:

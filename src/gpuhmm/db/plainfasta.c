@@ -1,6 +1,6 @@
 /* Easel's reading of plain FASTA (easel/esl_sqio_ascii.c: header_fasta, then seq_fasta through
- * the alphabet's input map), on one chunk of whole records; fasta.py's numpy reader does the same
- * and stays as the fallback where no C compiler is found.
+ * the alphabet's input map), on one chunk of whole records; plainfasta.py's numpy reader does
+ * the same and stays as the fallback where no C compiler is found.
  *
  * Plain: the text starts with '>'; a header line (after '>') holds printable ASCII, tabs and
  * bytes 0x80-0xFF; sequence lines hold only bytes `table` digitizes (not NOT_PLAIN); lines end

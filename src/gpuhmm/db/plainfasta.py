@@ -1,0 +1,249 @@
+"""Easel's FASTA reader (easel/esl_sqio_ascii.c: header_fasta, seq_fasta) for FASTA in its plain
+form, on every core: the file in chunks of whole records, each parsed in C (plainfasta.c) or,
+where no C compiler is found, with numpy; `fasta.read_sequence_file` sends every other file to
+Easel itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import gzip
+import os
+import re
+import stat
+import string
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .._host import available_cpus
+from ..engine import hostc
+from .inputs import GZIP_MAGIC
+
+#: The plain reader's chunks: the records that start within this many bytes of the text, parsed
+#: on threads side by side, each thread's temporary arrays a few times this.
+PLAIN_CHUNK_BYTES = 1 << 24
+
+
+_NOT_PLAIN = 255
+
+
+_NEWLINE, _HEADER = ord("\n"), ord(">")
+
+
+def read(fasta, alphabet):
+    """Easel's reading of a FASTA file in its plain form, in C (plainfasta.c) or else vectorized
+    with numpy: the names, descriptions, codes, starts and ends of `fasta.read_sequence_file`'s
+    columns; None for any other file, which Easel itself then reads (and reports on, if it is
+    bad). The file is parsed in chunks of whole records on every core at once: an uncompressed
+    one's chunks each read by its thread, a gzip one's as they are decompressed.
+
+    Plain: the text starts with '>'; header lines hold printable ASCII, tabs and bytes 0x80-0xFF
+    (Latin-1 or UTF-8 text, kept as bytes: Easel's C locale takes them for neither space nor
+    control), no other whitespace or control byte that Easel's header_fasta would treat apart;
+    sequence lines hold letters that the alphabet digitizes and '*' (a residue to Easel's FASTA
+    reader), nothing else (gap symbols, spaces, tabs and CR go to Easel); lines end in LF.
+    """
+    table = _plain_residue_codes(alphabet)
+    parse = _parse_plain_chunk if _plain_scanner() is None else _scan_plain_chunk
+
+    def parsed(text):
+        if not text:  # a chunk in which no record starts
+            return [], [], b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return parse(text, table) if text.startswith(b">") else None
+
+    threads = available_cpus()
+    try:
+        with open(fasta, "rb") as handle, ThreadPoolExecutor(threads) as pool:
+            if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                chunks = _in_order(pool, parsed, _whole_records(fasta), threads)
+            else:
+                size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
+                read = functools.partial(_records_from, fd, size=size)
+                chunks = _in_order(pool, lambda start: parsed(read(start)), range(0, size, PLAIN_CHUNK_BYTES), threads)
+            joined = _joined(chunks)
+            pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
+            return joined
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def _in_order(pool, function, items, ahead):
+    """function(item) of each of `items` on `pool`, in their order, at most `ahead` pending past
+    the one awaited: the text of a few chunks a thread in memory at once."""
+    pending = collections.deque()
+    for item in items:
+        pending.append(pool.submit(function, item))
+        if len(pending) > ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _joined(chunks):
+    """The columns of parsed chunks in file order; None where one is not plain, or
+    none holds a record."""
+    names, descriptions, codes, starts, ends = [], [], [], [], []
+    offset = 0
+    for chunk in chunks:
+        if chunk is None:
+            return None
+        names += chunk[0]
+        descriptions += chunk[1]
+        codes.append(chunk[2])
+        starts.append(chunk[3] + offset)
+        ends.append(chunk[4] + offset)
+        offset += len(chunk[2])
+    if not names:
+        return None
+    return names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends)
+
+
+def _records_from(fd, start, size):
+    """The text of the records of file `fd` (`size` bytes) that start within PLAIN_CHUNK_BYTES
+    from offset `start`: from the first line starting with '>' at or past it (the file's start
+    for 0) to the first at or past the chunk's end."""
+    first = _record_start(fd, start, size)
+    end = min(start + PLAIN_CHUNK_BYTES, size)
+    if first >= end:
+        return b""
+    return os.pread(fd, _record_start(fd, end, size) - first, first)
+
+
+def _record_start(fd, at, size):
+    """The offset of the first line starting with '>' at or past `at` (0 for 0), else `size`."""
+    if at == 0:
+        return 0
+    step = 1 << 16
+    for before in range(at - 1, size, step):  # each read starts on the last byte of the one before
+        found = os.pread(fd, step + 1, before).find(b"\n>")
+        if found >= 0:
+            return before + found + 1
+    return size
+
+
+def _whole_records(fasta):
+    """The text of `fasta` (gzip, or a file that is not a regular one) in pieces of about
+    PLAIN_CHUNK_BYTES that each end where a line starting with '>' begins (or at the end of the
+    file)."""
+    with open(fasta, "rb") as handle:
+        compressed = handle.read(2) == GZIP_MAGIC
+    with (gzip.open if compressed else open)(fasta, "rb") as handle:
+        carried = b""
+        while block := handle.read(PLAIN_CHUNK_BYTES):
+            text = carried + block
+            cut = text.rfind(b"\n>") + 1
+            if cut:
+                yield text[:cut]
+            carried = text[cut:]
+        if carried:
+            yield carried
+
+
+@functools.cache
+def _plain_scanner():
+    """plainfasta.c's chunk parser, or None where it cannot be built."""
+    function = hostc.function(
+        Path(__file__).with_name("plainfasta.c"), "plain_fasta_chunk", "reading FASTA", "numpy reads it, slower"
+    )
+    if function is not None:
+        function.restype = ctypes.c_int64
+        function.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 4
+        function.argtypes += [ctypes.c_int64, ctypes.c_void_p]
+    return function
+
+
+#: Bytes a record takes at least, as a rule: the records a chunk's parse has room for at first.
+_RECORD_BYTES = 64
+
+
+def _scan_plain_chunk(raw, table):
+    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c (the codes as a numpy array).
+    The names and descriptions come back as text, one a line, split in one call."""
+    capacity, scan = len(raw) // _RECORD_BYTES + 1, _plain_scanner()
+    codes, names, descriptions = (np.empty(len(raw), np.uint8) for _ in range(3))
+    while True:
+        ends, sizes = np.empty(capacity, np.int64), np.zeros(3, np.int64)
+        pointers = (array.ctypes.data for array in (codes, ends, names, descriptions))
+        count = scan(raw, len(raw), table, *pointers, capacity, sizes.ctypes.data)
+        if count != -2:
+            break
+        capacity = raw.count(b">")  # each record starts with one
+    if count < 0:
+        return None
+    ncodes, nnames, ndescriptions = sizes.tolist()
+    ends = ends[:count]
+    return (
+        names[:nnames].tobytes().split(b"\n")[:-1],
+        descriptions[:ndescriptions].tobytes().split(b"\n")[:-1],
+        codes[:ncodes],
+        np.concatenate([[0], ends[:-1]]),
+        ends,
+    )
+
+
+def _parse_plain_chunk(raw, table):
+    """Names, descriptions, digital codes, and where each sequence starts and ends in them, of
+    the records in `raw`, which starts with '>'; None where the text is not plain.
+
+    The whole text is translated at once, line feeds dropped; its headers come out as codes
+    too, between the sequences, and are passed over.
+    """
+    text = np.frombuffer(raw, dtype=np.uint8)
+    newlines = np.flatnonzero(text == _NEWLINE)
+    headers = np.flatnonzero(text == _HEADER)
+    header_starts = headers[(headers == 0) | (text[headers - 1] == _NEWLINE)]
+    header_ends = np.append(newlines, len(text))[np.searchsorted(newlines, header_starts)]
+    # A record's sequence lines run from the end of its header line to the next header.
+    sequence_starts = np.minimum(header_ends + 1, len(text))
+    sequence_ends = np.append(header_starts[1:], len(text))
+    codes = raw.translate(table, b"\n")
+    # Every header byte after '>', with the line feed that ends each header line.
+    header_sizes = sequence_starts - header_starts - 1
+    header_text = text[
+        np.arange(int(header_sizes.sum()), dtype=np.int64)
+        + np.repeat(header_starts + 1 - (np.cumsum(header_sizes) - header_sizes), header_sizes)
+    ].tobytes()
+    if header_text.translate(None, _PRINTABLE_LINES):
+        return None
+    # Bytes the table rejects may sit in headers, never in sequences.
+    not_plain = bytes([_NOT_PLAIN])
+    if codes.count(not_plain) != (b">" * len(header_starts) + header_text).translate(table, b"\n").count(not_plain):
+        return None
+    fields = _HEADER_FIELDS.findall(header_text)
+    if len(fields) != len(header_starts):  # a header without a name: Easel reports it
+        return None
+    names, descriptions = (list(column) for column in zip(*fields))
+    return (
+        names,
+        descriptions,
+        codes,
+        sequence_starts - np.searchsorted(newlines, sequence_starts),
+        sequence_ends - np.searchsorted(newlines, sequence_ends),
+    )
+
+
+#: What a plain header line may hold: printable ASCII, tabs and bytes past ASCII (and the line
+#: feeds that end them).
+_PRINTABLE_LINES = bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100)) + b"\t\n"
+
+
+#: Easel's header_fasta on such a line (after '>'): spaces, the name up to the next space or
+#: tab, spaces, and the description to the end of the line.
+_HEADER_FIELDS = re.compile(rb"^[ \t]*([^ \t\n]+)[ \t]*(.*)$", re.MULTILINE)
+
+
+def _plain_residue_codes(alphabet):
+    """Byte → the alphabet's digital code for the letters it digitizes and '*', _NOT_PLAIN otherwise."""
+    codes = bytearray([_NOT_PLAIN]) * 256
+    for letter in string.ascii_letters + "*":
+        try:
+            (code,) = alphabet.encode(letter)
+        except ValueError:
+            continue
+        codes[ord(letter)] = code
+    return bytes(codes)
