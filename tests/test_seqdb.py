@@ -162,11 +162,13 @@ NOT_PLAIN_FASTA = {
 
 @pytest.fixture(params=["C", "numpy"])
 def plain_reader(request, monkeypatch):
-    """The plain FASTA reader in C (plainfasta.c, built here), or its numpy fallback."""
+    """The plain FASTA reader and the shards' gathering in C (plainfasta.c, built here), or
+    their fallbacks (numpy; Python's join)."""
     if request.param == "C":
-        assert plainfasta._plain_scanner() is not None
+        assert plainfasta._plain_scanner() is not None and plainfasta._gatherer() is not None
     else:
         monkeypatch.setattr(plainfasta, "_plain_scanner", lambda: None)
+        monkeypatch.setattr(plainfasta, "_gatherer", lambda: None)
     return request.param
 
 

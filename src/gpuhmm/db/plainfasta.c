@@ -12,6 +12,7 @@
  * GIL). Integers only: offsets are int64, so no overflow for any chunk that fits in memory.
  */
 #include <stdint.h>
+#include <string.h>
 
 #define NOT_PLAIN 255
 
@@ -55,4 +56,15 @@ int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, 
     }
     sizes[0] = out, sizes[1] = named, sizes[2] = described;
     return count;
+}
+
+/* A shard's residues (fasta.py's _Parsed.shard): record m's codes[starts[m], ends[m]) for each m
+ * of members[0, count), end to end into `out`, in that order. */
+void gather_records(const uint8_t *codes, const int64_t *starts, const int64_t *ends, const int64_t *members,
+                    int64_t count, uint8_t *out) {
+    for (int64_t i = 0; i < count; i++) {
+        int64_t m = members[i], n = ends[m] - starts[m];
+        memcpy(out, codes + starts[m], (size_t)n);
+        out += n;
+    }
 }

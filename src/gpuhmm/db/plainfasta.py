@@ -51,21 +51,33 @@ def read(fasta, alphabet):
     table = _plain_residue_codes(alphabet)
     parse = _parse_plain_chunk if _plain_scanner() is None else _scan_plain_chunk
 
-    def parsed(text):
+    def parsed(text, out):
         if not text:  # a chunk in which no record starts
-            return [], [], b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return parse(text, table) if text.startswith(b">") else None
+            return [], [], out[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return parse(text, table, out) if text.startswith(b">") else None
 
     threads = available_cpus()
     try:
         with open(fasta, "rb") as handle, ThreadPoolExecutor(threads) as pool:
             if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                chunks = _in_order(pool, parsed, _whole_records(fasta), threads)
+                texts = _whole_records(fasta)
+                chunks = _in_order(pool, lambda text: parsed(text, np.empty(len(text), np.uint8)), texts, threads)
+                into = None
             else:
                 size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
-                read = functools.partial(_records_from, fd, size=size)
-                chunks = _in_order(pool, lambda start: parsed(read(start)), range(0, size, PLAIN_CHUNK_BYTES), threads)
-            joined = _joined(chunks)
+                # Each chunk's codes go where its text starts in the file: no joining them after.
+                into = np.empty(size, np.uint8)
+
+                def chunk(start):
+                    first, text = _records_from(fd, start, size)
+                    done = parsed(text, into[first : first + len(text)])
+                    if done is None:
+                        return None
+                    names, descriptions, codes, starts, ends = done
+                    return names, descriptions, codes, starts + first, ends + first
+
+                chunks = _in_order(pool, chunk, range(0, size, PLAIN_CHUNK_BYTES), threads)
+            joined = _joined(chunks, into)
             pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
             return joined
     except (OSError, EOFError, zlib.error):
@@ -84,9 +96,10 @@ def _in_order(pool, function, items, ahead):
         yield pending.popleft().result()
 
 
-def _joined(chunks):
-    """The columns of parsed chunks in file order; None where one is not plain, or
-    none holds a record."""
+def _joined(chunks, into):
+    """The columns of parsed chunks in file order; None where one is not plain, or none holds a
+    record. Given `into`, the chunks' codes lie in it and their starts and ends count from its
+    start; else each chunk's codes are its own, joined here."""
     names, descriptions, codes, starts, ends = [], [], [], [], []
     offset = 0
     for chunk in chunks:
@@ -97,21 +110,22 @@ def _joined(chunks):
         codes.append(chunk[2])
         starts.append(chunk[3] + offset)
         ends.append(chunk[4] + offset)
-        offset += len(chunk[2])
+        offset += 0 if into is not None else len(chunk[2])
     if not names:
         return None
-    return names, descriptions, b"".join(codes), np.concatenate(starts), np.concatenate(ends)
+    codes = memoryview(into if into is not None else np.concatenate(codes))
+    return names, descriptions, codes, np.concatenate(starts), np.concatenate(ends)
 
 
 def _records_from(fd, start, size):
-    """The text of the records of file `fd` (`size` bytes) that start within PLAIN_CHUNK_BYTES
-    from offset `start`: from the first line starting with '>' at or past it (the file's start
-    for 0) to the first at or past the chunk's end."""
+    """(offset, text) of the records of file `fd` (`size` bytes) that start within
+    PLAIN_CHUNK_BYTES from offset `start`: from the first line starting with '>' at or past it
+    (the file's start for 0) to the first at or past the chunk's end."""
     first = _record_start(fd, start, size)
     end = min(start + PLAIN_CHUNK_BYTES, size)
     if first >= end:
-        return b""
-    return os.pread(fd, _record_start(fd, end, size) - first, first)
+        return first, b""
+    return first, os.pread(fd, _record_start(fd, end, size) - first, first)
 
 
 def _record_start(fd, at, size):
@@ -157,15 +171,43 @@ def _plain_scanner():
     return function
 
 
+def gathered(codes, starts, ends, members):
+    """The residues codes[starts[m]:ends[m]] of each record m of `members` (an int64 array),
+    end to end in that order, as a numpy array: plainfasta.c copies them, else Python joins them."""
+    gather = _gatherer()
+    if gather is None:
+        view = memoryview(codes)
+        spans = zip(starts[members].tolist(), ends[members].tolist())
+        return np.frombuffer(b"".join([view[start:end] for start, end in spans]), np.uint8)
+    source = np.frombuffer(codes, np.uint8)
+    starts, ends, members = (np.ascontiguousarray(array, np.int64) for array in (starts, ends, members))
+    out = np.empty(int((ends[members] - starts[members]).sum()), np.uint8)
+    arrays = (source, starts, ends, members)
+    gather(*(array.ctypes.data for array in arrays), len(members), out.ctypes.data)
+    return out
+
+
+@functools.cache
+def _gatherer():
+    """plainfasta.c's gathering of records into a shard, or None where it cannot be built."""
+    function = hostc.function(
+        Path(__file__).with_name("plainfasta.c"), "gather_records", "gathering shards", "Python joins them, slower"
+    )
+    if function is not None:
+        function.restype = None
+        function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p]
+    return function
+
+
 #: Bytes a record takes at least, as a rule: the records a chunk's parse has room for at first.
 _RECORD_BYTES = 64
 
 
-def _scan_plain_chunk(raw, table):
-    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c (the codes as a numpy array).
-    The names and descriptions come back as text, one a line, split in one call."""
+def _scan_plain_chunk(raw, table, codes):
+    """`_parse_plain_chunk`'s outputs for `raw`, from plainfasta.c. The names and descriptions
+    come back as text, one a line, split in one call."""
     capacity, scan = len(raw) // _RECORD_BYTES + 1, _plain_scanner()
-    codes, names, descriptions = (np.empty(len(raw), np.uint8) for _ in range(3))
+    names, descriptions = (np.empty(len(raw), np.uint8) for _ in range(2))
     while True:
         ends, sizes = np.empty(capacity, np.int64), np.zeros(3, np.int64)
         pointers = (array.ctypes.data for array in (codes, ends, names, descriptions))
@@ -186,9 +228,10 @@ def _scan_plain_chunk(raw, table):
     )
 
 
-def _parse_plain_chunk(raw, table):
-    """Names, descriptions, digital codes, and where each sequence starts and ends in them, of
-    the records in `raw`, which starts with '>'; None where the text is not plain.
+def _parse_plain_chunk(raw, table, out):
+    """Names, descriptions, digital codes (written to the start of `out`, as long as `raw`),
+    and where each sequence starts and ends in them, of the records in `raw`, which starts with
+    '>'; None where the text is not plain.
 
     The whole text is translated at once, line feeds dropped; its headers come out as codes
     too, between the sequences, and are passed over.
@@ -218,10 +261,11 @@ def _parse_plain_chunk(raw, table):
     if len(fields) != len(header_starts):  # a header without a name: Easel reports it
         return None
     names, descriptions = (list(column) for column in zip(*fields))
+    out[: len(codes)] = np.frombuffer(codes, np.uint8)
     return (
         names,
         descriptions,
-        codes,
+        out[: len(codes)],
         sequence_starts - np.searchsorted(newlines, sequence_starts),
         sequence_ends - np.searchsorted(newlines, sequence_ends),
     )
