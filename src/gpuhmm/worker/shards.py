@@ -48,20 +48,16 @@ class ResidentShard:
         self._filter_lock = threading.Lock()
         self._block = None
         self._positions = None
-        self._names = None  # the shard's NameTable, in shard order
         self._lazy_lock = threading.Lock()
 
     def footprint(self):
         """Bytes this shard holds: its residues, what the filters laid out from them (the
-        device holds about as much again), the pyhmmer sequences of the whole shard and the
-        names the tail uploads."""
+        device holds about as much again) and the pyhmmer sequences of the whole shard."""
         total = self._shard.residues.nbytes + self._shard.offsets.nbytes
         if self._filter_shard is not None:
             total += self._filter_shard.footprint()
         if self._block is not None:
             total += self.residues + PYHMMER_SEQUENCE_BYTES * self.sequences
-        if self._names is not None:
-            total += self._names.nbytes
         return total
 
     @property
@@ -131,14 +127,11 @@ class ResidentShard:
     def tail_names(self, positions):
         """The `serialized.NameTable` of the sequences at block `positions`: name, accession and
         description each, as `hits.text.sequence_text` reads them from their pyhmmer sequences."""
-        with self._lazy_lock:
-            if self._names is None:
-                shard = self._shard
-                accessions = shard.accessions or [b""] * len(shard.names)
-                texts = zip(shard.names, accessions, shard.descriptions)
-                self._names = NameTable(text or b"" for triple in texts for text in triple)
-        strings = 3 * self._file_order[positions]
-        return self._names.take((strings[:, None] + np.arange(3)).reshape(-1))
+        shard = self._shard
+        texts = (shard.names, shard.accessions, shard.descriptions)
+        return NameTable(
+            (column[i] or b"") if column else b"" for i in self._file_order[positions].tolist() for column in texts
+        )
 
     def tail_sequences(self, positions):
         """(residues, offsets) of the sequences at block `positions`, one after another."""
