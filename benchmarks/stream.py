@@ -6,6 +6,9 @@ Run from the repository root (no GPU needed):
     python benchmarks/stream.py --models benchmarks/data/pfam-subset-2766.h3m.xz \
         --proteome benchmarks/data/proteome-HG003687.faa --counts 1 --residues 2.7e8
 
+gpuhmm runs with `--backend` (auto: its own choice); a GPU run's first search compiles the
+kernels, so give it three repeats or more, whose median leaves that one out.
+
 The database is `realdata.py`'s: the proteome, then mutated copies of it, to `--residues`,
 written as FASTA. The models are the first `--counts` of `--models` (one of 132 nodes for a
 count of 1, the size of a typical Pfam family). Each program runs from files to the three
@@ -14,7 +17,7 @@ tables, `--repeats` times, alternating; its own process's peak resident memory i
 
 Writes benchmarks/results/stream-<host>.json (or --out):
 
-    {"benchmark": "stream", "date", "command", "gpu", "host", "threads", "runs": [{"models", "names",
+    {"benchmark": "stream", "date", "command", "gpu", "backend", "host", "threads", "runs": [{"models", "names",
      "residues", "fasta_bytes", "<program>": {"command", "wall_s": [...], "median_s",
      "peak_rss_mb": [...]}, "tables_identical", "gpuhmm_over_hmmsearch"}]}
 """
@@ -40,7 +43,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from benchdb import write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import compare_tables, cpu_model  # noqa: E402
-from endtoend import hmmsearch_command, host_tag, open_models, recorded, recorded_path, table_flags, table_paths  # noqa: E402
+from endtoend import (  # noqa: E402
+    gpu_name,
+    hmmsearch_command,
+    host_tag,
+    open_models,
+    recorded,
+    recorded_path,
+    table_flags,
+    table_paths,
+)
 from realdata import mutated_database  # noqa: E402
 
 REPO = HERE.parent
@@ -102,6 +114,7 @@ def main(argv=None):
     parser.add_argument("--residues", default="2.7e8", help="database sizes in residues, comma-separated [2.7e8]")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="gpuhmm's [auto]")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     out = args.out or HERE / "results" / f"stream-{host_tag()}.json"
@@ -113,7 +126,8 @@ def main(argv=None):
         "benchmark": "stream",
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join(["python3", *map(recorded_path, sys.argv)]),
-        "gpu": None,
+        "gpu": gpu_name()[0],
+        "backend": args.backend,
         "host": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "pyhmmer": pyhmmer.__version__},
         "threads": args.threads,
         "runs": [],
@@ -132,7 +146,8 @@ def main(argv=None):
                 programs = ("gpuhmm", "hmmsearch", "pyhmmer")
                 for _ in range(args.repeats):
                     for name in programs:
-                        command = program(name, table_paths(work / name), models, fasta, args.threads, binary)
+                        paths = table_paths(work / name)
+                        command = program(name, paths, models, fasta, args.threads, binary, args.backend)
                         wall, rss = timed(command, env, work / f"{name}.log")
                         entry = run.setdefault(
                             name, {"command": recorded(command, work), "wall_s": [], "peak_rss_mb": []}
@@ -153,15 +168,15 @@ def main(argv=None):
     return 0
 
 
-def program(name, paths, models, fasta, threads, binary):
-    """The command line of program `name`, its tables at `paths`."""
+def program(name, paths, models, fasta, threads, binary, backend):
+    """The command line of program `name`, its tables at `paths` (gpuhmm's on `backend`)."""
     if name == "hmmsearch":
         return hmmsearch_command(binary, threads, paths, models, fasta)
     if name == "pyhmmer":
         tables = [str(paths[flag]) for flag in ("tblout", "domtblout", "pfamtblout")]
         return [sys.executable, "-c", PYHMMER, str(models), str(fasta), str(threads), *tables]
-    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), *table_flags(paths),
-            str(models), str(fasta)]  # fmt: skip
+    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), "--backend", backend,
+            *table_flags(paths), str(models), str(fasta)]  # fmt: skip
 
 
 if __name__ == "__main__":
