@@ -170,7 +170,7 @@ class _Parsed:
 
     names: list
     descriptions: list
-    codes: bytes
+    codes: bytes | memoryview
     starts: np.ndarray  # int64
     ends: np.ndarray  # int64
     accessions: list | None = None  # None where no sequence has one (FASTA never has)

@@ -51,18 +51,22 @@ def read(fasta, alphabet):
     table = _plain_residue_codes(alphabet)
     parse = _parse_plain_chunk if _plain_scanner() is None else _scan_plain_chunk
 
-    def parsed(text, out):
+    def parsed(text, out, first=0):
+        """The chunk `text`'s columns, its codes in `out`, its starts and ends from `first` on."""
         if not text:  # a chunk in which no record starts
             return [], [], out[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return parse(text, table, out) if text.startswith(b">") else None
+        done = parse(text, table, out) if text.startswith(b">") else None
+        if done is None:
+            return None
+        names, descriptions, codes, starts, ends = done
+        return names, descriptions, codes, starts + first, ends + first
 
     threads = available_cpus()
     try:
         with open(fasta, "rb") as handle, ThreadPoolExecutor(threads) as pool:
             if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                texts = _whole_records(fasta)
+                into, texts = None, _whole_records(fasta)
                 chunks = _in_order(pool, lambda text: parsed(text, np.empty(len(text), np.uint8)), texts, threads)
-                into = None
             else:
                 size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
                 # Each chunk's codes go where its text starts in the file: no joining them after.
@@ -70,11 +74,7 @@ def read(fasta, alphabet):
 
                 def chunk(start):
                     first, text = _records_from(fd, start, size)
-                    done = parsed(text, into[first : first + len(text)])
-                    if done is None:
-                        return None
-                    names, descriptions, codes, starts, ends = done
-                    return names, descriptions, codes, starts + first, ends + first
+                    return parsed(text, into[first : first + len(text)], first)
 
                 chunks = _in_order(pool, chunk, range(0, size, PLAIN_CHUNK_BYTES), threads)
             joined = _joined(chunks, into)
