@@ -161,14 +161,9 @@ def _whole_records(fasta):
 @functools.cache
 def _plain_scanner():
     """plainfasta.c's chunk parser, or None where it cannot be built."""
-    function = hostc.function(
-        Path(__file__).with_name("plainfasta.c"), "plain_fasta_chunk", "reading FASTA", "numpy reads it, slower"
-    )
-    if function is not None:
-        function.restype = ctypes.c_int64
-        function.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 4
-        function.argtypes += [ctypes.c_int64, ctypes.c_void_p]
-    return function
+    arguments = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p] + [ctypes.c_void_p] * 4
+    arguments += [ctypes.c_int64, ctypes.c_void_p]
+    return _c_function("plain_fasta_chunk", "reading FASTA", "numpy reads it, slower", ctypes.c_int64, arguments)
 
 
 def gathered(codes, starts, ends, members):
@@ -190,12 +185,16 @@ def gathered(codes, starts, ends, members):
 @functools.cache
 def _gatherer():
     """plainfasta.c's gathering of records into a shard, or None where it cannot be built."""
-    function = hostc.function(
-        Path(__file__).with_name("plainfasta.c"), "gather_records", "gathering shards", "Python joins them, slower"
-    )
+    arguments = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p]
+    return _c_function("gather_records", "gathering shards", "Python joins them, slower", None, arguments)
+
+
+def _c_function(name, what, instead, restype, argtypes):
+    """plainfasta.c's function `name` as ctypes calls it, or None where it cannot be built
+    (`hostc.function` says so with `what` and `instead`)."""
+    function = hostc.function(Path(__file__).with_name("plainfasta.c"), name, what, instead)
     if function is not None:
-        function.restype = None
-        function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p]
+        function.restype, function.argtypes = restype, argtypes
     return function
 
 
