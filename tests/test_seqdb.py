@@ -186,6 +186,33 @@ def test_the_plain_reader_reads_plain_fasta_as_easel_does(tmp_path, monkeypatch,
         assert list(zip(names, descriptions, residues)) == _easel_records(source)
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
+@pytest.mark.parametrize("piece_bytes", [20, 60, 1 << 20])
+def test_the_plain_reader_reads_pieces_that_make_the_whole_file(
+    tmp_path, monkeypatch, plain_reader, gzipped, piece_bytes
+):
+    """Pieces of whole records, some perhaps without one, whose records in turn are Easel's."""
+    monkeypatch.setattr(plainfasta, "PLAIN_CHUNK_BYTES", 20)
+    plain, packed = tmp_path / "plain.faa", tmp_path / "plain.faa.gz"
+    plain.write_text(PLAIN_FASTA)
+    packed.write_bytes(gzip.compress(PLAIN_FASTA.encode()))
+    records = []
+    amino = pyhmmer.easel.Alphabet.amino()
+    for names, descriptions, codes, starts, ends in plainfasta.read_pieces(
+        packed if gzipped else plain, amino, piece_bytes
+    ):
+        records += zip(names, descriptions, [codes[start:end] for start, end in zip(starts, ends)])
+    assert records == _easel_records(plain)
+
+
+def test_a_piece_that_is_not_plain_ends_the_pieces_with_none(tmp_path, monkeypatch, plain_reader):
+    monkeypatch.setattr(plainfasta, "PLAIN_CHUNK_BYTES", 20)
+    fasta = tmp_path / "late.faa"
+    fasta.write_text(PLAIN_FASTA.replace(">last without", ">gapped\nMK-V\n>last without"))
+    pieces = list(plainfasta.read_pieces(fasta, pyhmmer.easel.Alphabet.amino(), 40))
+    assert len(pieces) > 2 and pieces[-1] is None and all(piece is not None for piece in pieces[:-1])
+
+
 @pytest.mark.parametrize("case", sorted(NOT_PLAIN_FASTA))
 def test_other_fasta_is_read_by_easel_itself(tmp_path, plain_reader, case):
     fasta = tmp_path / "other.faa"

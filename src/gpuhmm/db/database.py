@@ -26,6 +26,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from .._atomic import atomic_outputs
 from ..errors import GpuhmmError
-from .fasta import ALPHABETS, alphabet_name, read_sequence_file
+from .fasta import ALPHABETS, alphabet_name, read_pieces, read_sequence_file
 from .format import (
     FORMAT,
     MANIFEST,
@@ -202,6 +203,16 @@ def read_shards(
     """The alphabet's name and `shards` in-memory shards of `fasta`, in `format` (None: detected)."""
     parsed, easel_alphabet = read_sequence_file(fasta, alphabet, format)
     return alphabet_name(easel_alphabet), [parsed.shard(members) for members in _shard_members(parsed.lengths, shards)]
+
+
+def held_pieces(fasta: str | os.PathLike, alphabet: str, shards: int, piece_bytes: int) -> Iterator[SequenceDatabase]:
+    """Each piece of the plain FASTA `fasta` holding sequences (`fasta.read_pieces`: it raises
+    `NotPlain`), as a database of `shards` shards held in memory, as `makedb` without an output
+    directory makes one of a whole file; the caller releases each."""
+    fasta = Path(fasta)
+    for parsed in read_pieces(fasta, alphabet, piece_bytes):
+        if parsed.names:
+            yield _held_database(fasta, alphabet, [parsed.shard(m) for m in _shard_members(parsed.lengths, shards)])
 
 
 def _shard_members(lengths: np.ndarray, shards: int) -> list[np.ndarray]:

@@ -174,6 +174,7 @@ class _Parsed:
     starts: np.ndarray  # int64
     ends: np.ndarray  # int64
     accessions: list | None = None  # None where no sequence has one (FASTA never has)
+    first: int = 0  # the file position (0-based) of the first sequence: a piece's, past 0
 
     @functools.cached_property
     def lengths(self):
@@ -189,7 +190,7 @@ class _Parsed:
             offsets=offsets,
             names=_picked(self.names, order),
             descriptions=_picked(self.descriptions, order),
-            source_index=members.astype(np.int64),
+            source_index=members.astype(np.int64) + self.first,
             accessions=None if self.accessions is None else _picked(self.accessions, order),
         )
 
@@ -214,6 +215,27 @@ def read_sequence_file(path, alphabet_name_or_none, format=None):
         raise GpuhmmError(path, "sequence file holds no sequences")
     check_lengths(path, parsed.lengths, parsed.names.__getitem__)
     return parsed, alphabet
+
+
+class NotPlain(Exception):
+    """A file read in pieces (`read_pieces`) that is not plain FASTA, which Easel reads whole."""
+
+
+def read_pieces(path, alphabet_name, piece_bytes):
+    """`read_sequence_file`'s columns of the plain FASTA file `path`, in the alphabet named, piece
+    by piece (`plainfasta.read_pieces`), each with the file position of its first sequence; a
+    piece may hold none. Raises NotPlain where a piece, or the whole, is not plain FASTA or holds
+    no sequence; the pieces before it are read as Easel reads them."""
+    first = 0
+    for columns in plainfasta.read_pieces(Path(path), ALPHABETS[alphabet_name](), piece_bytes):
+        if columns is None:
+            raise NotPlain(path)
+        parsed = _Parsed(*columns, first=first)
+        check_lengths(path, parsed.lengths, parsed.names.__getitem__)
+        first += len(parsed.names)
+        yield parsed
+    if not first:
+        raise NotPlain(path)
 
 
 def check_lengths(path, lengths, name):

@@ -10,6 +10,7 @@ import collections
 import ctypes
 import functools
 import gzip
+import itertools
 import os
 import re
 import stat
@@ -38,9 +39,10 @@ _NEWLINE, _HEADER = ord("\n"), ord(">")
 def read(fasta, alphabet):
     """Easel's reading of a FASTA file in its plain form, in C (plainfasta.c) or else vectorized
     with numpy: the names, descriptions, codes, starts and ends of `fasta.read_sequence_file`'s
-    columns; None for any other file, which Easel itself then reads (and reports on, if it is
-    bad). The file is parsed in chunks of whole records on every core at once: an uncompressed
-    one's chunks each read by its thread, a gzip one's as they are decompressed.
+    columns; None for any other file, or one without a record, which Easel itself then reads
+    (and reports on, if it is bad). The file is parsed in chunks of whole records on every core
+    at once: an uncompressed one's chunks each read by its thread, a gzip one's as they are
+    decompressed.
 
     Plain: the text starts with '>'; header lines hold printable ASCII, tabs and bytes 0x80-0xFF
     (Latin-1 or UTF-8 text, kept as bytes: Easel's C locale takes them for neither space nor
@@ -48,6 +50,15 @@ def read(fasta, alphabet):
     sequence lines hold letters that the alphabet digitizes and '*' (a residue to Easel's FASTA
     reader), nothing else (gap symbols, spaces, tabs and CR go to Easel); lines end in LF.
     """
+    columns = next(read_pieces(fasta, alphabet), None)
+    return columns if columns is not None and columns[0] else None
+
+
+def read_pieces(fasta, alphabet, piece_bytes=None):
+    """`read`'s columns piece by piece, in file order: the records that start within each
+    `piece_bytes` of the text (about; None: the whole file, one piece), the next piece parsed
+    when the one before is taken. A piece may hold no record. None in place of a piece that is
+    not plain, or where the file cannot be read, and nothing after it."""
     table = _plain_residue_codes(alphabet)
     parse = _parse_plain_chunk if _plain_scanner() is None else _scan_plain_chunk
 
@@ -61,27 +72,47 @@ def read(fasta, alphabet):
         names, descriptions, codes, starts, ends = done
         return names, descriptions, codes, starts + first, ends + first
 
-    threads = available_cpus()
+    threads, chunks = available_cpus(), None if piece_bytes is None else max(1, piece_bytes // PLAIN_CHUNK_BYTES)
     try:
         with open(fasta, "rb") as handle, ThreadPoolExecutor(threads) as pool:
             if handle.read(2) == GZIP_MAGIC or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                into, texts = None, _whole_records(fasta)
-                chunks = _in_order(pool, lambda text: parsed(text, np.empty(len(text), np.uint8)), texts, threads)
+                own = functools.partial(_in_order, pool, lambda text: parsed(text, np.empty(len(text), np.uint8)))
+                pieces = ((own(texts, threads), None) for texts in _grouped(_whole_records(fasta), chunks))
             else:
                 size, fd = os.fstat(handle.fileno()).st_size, handle.fileno()
-                # Each chunk's codes go where its text starts in the file: no joining them after.
-                into = np.empty(size, np.uint8)
-
-                def chunk(start):
-                    first, text = _records_from(fd, start, size)
-                    return parsed(text, into[first : first + len(text)], first)
-
-                chunks = _in_order(pool, chunk, range(0, size, PLAIN_CHUNK_BYTES), threads)
-            joined = _joined(chunks, into)
-            pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
-            return joined
+                starts = _grouped(range(0, size, PLAIN_CHUNK_BYTES), chunks)
+                pieces = (_piece(fd, size, group, parsed, pool, threads) for group in starts)
+            for parsed_chunks, into in pieces:
+                if (columns := _joined(parsed_chunks, into)) is None:
+                    pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
+                    break
+                yield columns
+            else:
+                return
     except (OSError, EOFError, zlib.error):
-        return None
+        pass
+    yield None
+
+
+def _piece(fd, size, starts, parsed, pool, threads):
+    """(the parsed chunks, in order, and the buffer their codes lie in) of the piece of file `fd`
+    whose chunks start at `starts`: each chunk's codes where its text starts in the piece, so
+    that nothing joins them after."""
+    base = _record_start(fd, starts[0], size)
+    into = np.empty(_record_start(fd, min(starts[-1] + PLAIN_CHUNK_BYTES, size), size) - base, np.uint8)
+
+    def chunk(start):
+        first, text = _records_from(fd, start, size)
+        return parsed(text, into[first - base : first - base + len(text)], first - base)
+
+    return _in_order(pool, chunk, starts, threads), into
+
+
+def _grouped(items, size):
+    """`items` in lists of `size` (None: one list of them all), the last perhaps shorter."""
+    items = iter(items)
+    while group := list(itertools.islice(items, size)):
+        yield group
 
 
 def _in_order(pool, function, items, ahead):
@@ -97,10 +128,11 @@ def _in_order(pool, function, items, ahead):
 
 
 def _joined(chunks, into):
-    """The columns of parsed chunks in file order; None where one is not plain, or none holds a
-    record. Given `into`, the chunks' codes lie in it and their starts and ends count from its
-    start; else each chunk's codes are its own, joined here."""
-    names, descriptions, codes, starts, ends = [], [], [], [], []
+    """The columns of parsed chunks in file order; None where one is not plain. Given `into`,
+    the chunks' codes lie in it and their starts and ends count from its start; else each
+    chunk's codes are its own, joined here."""
+    names, descriptions, codes = [], [], [np.zeros(0, np.uint8)]
+    starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     offset = 0
     for chunk in chunks:
         if chunk is None:
@@ -111,8 +143,6 @@ def _joined(chunks, into):
         starts.append(chunk[3] + offset)
         ends.append(chunk[4] + offset)
         offset += 0 if into is not None else len(chunk[2])
-    if not names:
-        return None
     codes = memoryview(into if into is not None else np.concatenate(codes))
     return names, descriptions, codes, np.concatenate(starts), np.concatenate(ends)
 
