@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import tempfile
@@ -198,7 +199,7 @@ class _Run:
     searched: object  # the models as tasks take them: `hmms`, or a `ModelsOnDisk` of them
     inputs: tuple  # the queries and sequences as read: files named, streams' copies, or in memory
     database: object = None  # a db.database one, or the db.stream.StreamedFile a streamed search read
-    streamed: bool = False  # the search streams its sequence file (`db.stream.chosen`)
+    streamed: str | None = None  # how the search streams its sequence file, if it does (`db.stream.chosen`)
     stages: list = dataclasses.field(default_factory=list)
 
     def timed(self, name, started):
@@ -252,9 +253,8 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
         run.inputs = (queries_path, sequences_path)
-        run.streamed = bool(hmms) and stream.chosen(  # no model (an empty shard's file): nothing to stream
-            job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory
-        )
+        on = (job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory)
+        run.streamed = stream.chosen(*on, job.sequences_format) if hmms else None  # no model: nothing to stream
         if not run.streamed:
             started = time.perf_counter()
             run.database = _open_database(
@@ -284,16 +284,21 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
         model_shards = max(1, min(job.engine.model_shards, len(hmms))) if job.engine.model_shards else None
         cluster = run.executor.describe()
         searching = time.time()
-        if run.streamed:
-            path, alphabet = run.inputs[1], hmms[0].alphabet
-            result, run.database = streamed.search(hmms, path, alphabet, job.sequences_format, options, run.cpus)
-            _searched(hmms, run, cluster, "streamed in")
+        search = functools.partial(
+            run_search, run.searched, options=options, executor=run.executor, model_groups=model_shards,
+            slots=run.cpus, backend=run.backend, domaindef=job.engine.domains_on,
+        )  # fmt: skip
+        path, format = run.inputs[1], job.sequences_format
+        if run.streamed == "pieces":
+            shards, memory_budget = job.engine.database_shards(job.program), job.engine.shard_memory
+            result, run.database = streamed.search_pieces(path, hmms[0].alphabet, format, shards, memory_budget, search)
+        elif run.streamed:
+            result, run.database = streamed.search(hmms, path, hmms[0].alphabet, format, options, run.cpus)
         else:
             _searched(hmms, run, cluster, "in")
-            result = run_search(
-                run.searched, run.database, options, run.executor, model_shards, run.cpus, run.backend,
-                job.engine.domains_on,
-            )  # fmt: skip
+            result = search(run.database)
+        if run.streamed:
+            _searched(hmms, run, cluster, "streamed in")
         database = run.database
         run.executor.close_in_background()
         run.stages.append({"name": "search", "seconds": result.wall_seconds})
@@ -331,19 +336,12 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
 
 def _searched(hmms, run, cluster, how):
     """Logs what the search covers: models, sequences, how the database was held."""
-    database = run.database
+    database, parts = run.database, "block(s)" if run.streamed else "shard(s)"
     log.info(
         "%d model(s), %d nodes × %d sequence(s), %d residues %s %d %s; %s backend; %s",
-        len(hmms),
-        sum(hmm.M for hmm in hmms),
-        database.sequences,
-        database.residues,
-        how,
-        len(database.shards),
-        "block(s)" if run.streamed else "shard(s)",
-        run.backend,
-        cluster,
-    )
+        len(hmms), sum(hmm.M for hmm in hmms), database.sequences, database.residues, how, len(database.shards), parts,
+        run.backend, cluster,
+    )  # fmt: skip
 
 
 def _searched_how(job, run, record):

@@ -140,7 +140,7 @@ def _start_reading(args, executor, format, db_shards):
     `db_shards` shards that workers of this process will hold, started before the imports
     (`db.readahead`); None
     for a makedb database, for a cluster's workers, which read database files, for a file too
-    large to gain from it, and for one a search on this process's CPU threads streams."""
+    large to gain from it, and for one a search in this process streams."""
     from .db.format import MANIFEST
     from .db.inputs import is_stream
     from .db.readahead import READ_AHEAD_MAX_BYTES, ReadAhead
@@ -156,7 +156,7 @@ def _start_reading(args, executor, format, db_shards):
         and sequences.is_file()
         and sequences.name != MANIFEST
         and sequences.stat().st_size <= READ_AHEAD_MAX_BYTES
-        and not chosen(program, backend, executor, shuffle_out, sequences, args.shard_memory)
+        and not chosen(program, backend, executor, shuffle_out, sequences, args.shard_memory, format)
     ):
         return ReadAhead(sequences, db_shards, format)
     return None

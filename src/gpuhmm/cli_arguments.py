@@ -223,8 +223,9 @@ def _add_engine(parser, program):
         type=_gigabytes,
         metavar="GB",
         help="memory each worker may keep database shards resident in; the least recently used "
-        "go first; a larger sequence file (or one of 64 MB) streams through a search on this "
-        "process's CPU threads [half the GPU's memory; on the CPU backend, half the host's]",
+        "go first; a larger sequence file streams through a search in this process: on its CPU "
+        "threads (also one of 64 MB), or on the GPU in pieces of FASTA [half the GPU's memory; "
+        "on the CPU backend, half the host's]",
     )
     if program in ("hmmsearch", "phmmer"):
         engine.add_argument(

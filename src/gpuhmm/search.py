@@ -45,6 +45,26 @@ class SearchResult:
     #: GPU backend, `--domaindef gpu`), or None.
     tail_window: tuple | None = None
 
+    def extend(self, later, after):
+        """Adds the `later` search of more shards, begun `after` seconds past this one's start."""
+        for hits, more in zip(self.hits_by_model, later.hits_by_model):
+            hits += more
+        self.task_seconds += later.task_seconds
+        self.cells += later.cells
+        self.tasks += later.tasks
+        for mine, theirs in ((self.filter_counts, later.filter_counts), (self.stage_seconds, later.stage_seconds)):
+            for name, value in theirs.items():
+                mine[name] = mine.get(name, 0) + value
+        for name, worker in later.workers.items():
+            first, last = (round(worker[key] + after, 3) for key in ("first_start_s", "last_end_s"))
+            mine = self.workers.setdefault(name, dict(worker, tasks=0, busy_s=0.0, busy_cpu_s=0.0, first_start_s=first))
+            for key in ("tasks", "busy_s", "busy_cpu_s"):
+                mine[key] = round(mine[key] + worker[key], 3)
+            mine["last_end_s"] = max(mine["last_end_s"], last)
+        if later.tail_window is not None:
+            window = self.tail_window or later.tail_window
+            self.tail_window = (min(window[0], later.tail_window[0]), max(window[1], later.tail_window[1]))
+
 
 def plan_tasks(models, database, model_groups, slots, backend):
     """Tasks covering every (model, non-empty shard) pair once, largest first.

@@ -1,10 +1,14 @@
-"""hmmsearch's way with a large sequence file on the CPU: the targets read in blocks
-(`db.stream`) while threads search the blocks already read, each through pyhmmer's whole
-pipeline (`p7_Pipeline`, as hmmsearch's worker threads run it), so that the host holds a few
-blocks, never the database, and every thread works whatever the number of models.
+"""hmmsearch's way with a large sequence file: the targets read a part at a time (`db.stream`)
+while the parts already read are searched, so that the host holds a few parts, never the
+database.
 
-Each block's hits keep what hmmsearch keeps, by their file positions (`tophits.as_hmmsearch_keeps`),
-and a model's blocks merge as a database's shards do: their automatic Z sums to the file's.
+On the CPU threads (`search`) the parts are Easel's blocks, each searched through pyhmmer's
+whole pipeline (`p7_Pipeline`, as hmmsearch's worker threads run it) by every thread whatever
+the number of models. On the GPU (`search_pieces`) they are pieces of plain FASTA, each held as
+a database and searched as one (`search.run_search`), the next read meanwhile.
+
+Each part's hits keep what hmmsearch keeps, by their file positions (`tophits.as_hmmsearch_keeps`),
+and a model's parts merge as a database's shards do: their automatic Z sums to the file's.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import concurrent.futures
 import threading
 import time
 
-from .db import stream
+from .db import database, stream
+from .db.fasta import NotPlain, alphabet_name
 from .db.models import balance_by_length
 from .hits import tophits
 from .hits.text import hit_text, sequence_text
@@ -69,6 +74,48 @@ def search(models, path, alphabet, format, options, threads):
         worker.update(first_start_s=0.0, last_end_s=round(time.time() - started_at, 3))
     result.wall_seconds = time.perf_counter() - started
     return result, read
+
+
+def search_pieces(path, alphabet, format, shards, shard_memory, search):
+    """`search(database)` (a `search.SearchResult`) of each piece of `path` that holds sequences,
+    digitized in `alphabet`, as a database of `shards` shards held in memory
+    (`db.database.held_pieces`, pieces of `stream.piece_bytes(shard_memory)` of text), the next
+    piece read while one is searched, and the `SearchResult` of them all with the
+    `db.stream.StreamedFile` read. Where a piece is not plain FASTA the file is read whole, in
+    `format` (None: detected), and searched as a database (`db.database.makedb`), which it also
+    returns."""
+    started, alphabet = time.perf_counter(), alphabet_name(alphabet)
+    read, result = stream.StreamedFile(), None
+    pieces = database.held_pieces(path, alphabet, shards, stream.piece_bytes(shard_memory))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuhmm-pieces") as reader:
+            ahead = reader.submit(next, pieces, None)
+            try:
+                while (piece := ahead.result()) is not None:
+                    ahead, began = reader.submit(next, pieces, None), time.perf_counter() - started
+                    found = _searched_once(piece, search)
+                    result = result or SearchResult(hits_by_model=[[] for _ in found.hits_by_model])
+                    result.extend(found, began)
+                    read.sequences += piece.sequences
+                    read.residues += piece.residues
+                    read.shards += [(info.sequences, info.residues) for info in piece.shards]
+            finally:  # the piece read ahead of a search that failed
+                if ahead.exception() is None and (unsearched := ahead.result()) not in (None, piece):
+                    database.release(unsearched)
+    except NotPlain:
+        whole = database.makedb(path, None, shards, alphabet=alphabet, format=format)
+        return _searched_once(whole, search), whole
+    result.wall_seconds = time.perf_counter() - started
+    return result, read
+
+
+def _searched_once(held, search):
+    """`search(held)` of a database held in memory, then freed (`db.database.release`)."""
+    try:
+        return search(held)
+    finally:
+        database.release(held)
+        STATE.shards.release(held)
 
 
 class _Positions:

@@ -3,7 +3,9 @@ this process, every table to a scratch folder)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -60,3 +62,28 @@ def run_golden(tmp_path, command, run, case, *options):
     assert status == 0
     assert_golden_tables(outputs, f"{run}.{case}", spec["cases"][case])
     return outputs
+
+
+def golden_searches():
+    """(command, run, case) of every golden search and phmmer case."""
+    return [(command, run, case) for command in ("search", "phmmer") for run, spec in golden_runs(command).items()
+            for case in spec["cases"]]  # fmt: skip
+
+
+@contextlib.contextmanager
+def gpuhmm_log(caplog):
+    """`caplog`, hearing the gpuhmm logger's INFO lines (the CLI's own handler does not propagate)."""
+    logger = logging.getLogger("gpuhmm")
+    logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger="gpuhmm")
+    try:
+        yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)
+
+
+def streamed_parts(caplog):
+    """The parts (blocks, or the shards of pieces) that the one streamed search `caplog` heard read."""
+    found = {record.getMessage() for record in caplog.records if "streamed in" in record.getMessage()}
+    assert len(found) == 1, "the search did not stream once"
+    return int(found.pop().split("streamed in ")[1].split()[0])

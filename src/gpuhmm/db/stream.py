@@ -1,6 +1,7 @@
-"""A sequence file read as hmmsearch reads its targets: by Easel (pyhmmer's `SequenceFile`), in
-blocks of a few million residues, one after another, so that a search holds a few blocks of
-the database rather than all of it.
+"""A sequence file read as hmmsearch reads its targets, one part after another, so that a
+search holds a few parts of the database rather than all of it: on the CPU threads in Easel's
+blocks (pyhmmer's `SequenceFile`) of a few million residues; on the GPU in pieces of plain
+FASTA (`database.held_pieces`), each searched as a database. `chosen` says which.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from ..errors import GpuhmmError
 from ..hits.text import sequence_text
 from .fasta import check_lengths, easel_errors, easel_format, open_easel
 from .format import MANIFEST
+from .readahead import READ_AHEAD_MAX_BYTES
 
 #: Residues a block holds at most (one sequence more where it is longer).
 BLOCK_RESIDUES = 1 << 22
 #: A local CPU search streams a sequence file at least this large (or larger than the shard
 #: memory asked for); a smaller one is held as a database, whose reading costs it little.
 STREAM_MIN_BYTES = 64 << 20
+#: The most text of a sequence file read in pieces (`chosen`) that a piece takes.
+PIECE_BYTES = 1 << 30
 
 
 def streams(path, shard_memory):
@@ -30,20 +34,29 @@ def streams(path, shard_memory):
     return size >= STREAM_MIN_BYTES or (shard_memory is not None and size > shard_memory)
 
 
-def chosen(program, backend, executor, shuffle_out, sequences, shard_memory):
-    """Whether a search streams its sequence file: hmmsearch, phmmer or jackhmmer (each round
-    reads the file again, as the binary does) on this process's CPU threads, of a file
-    `streams` picks, with no shuffle to run on it."""
+def chosen(program, backend, executor, shuffle_out, sequences, shard_memory, format):
+    """How a search in this process with no shuffle to run streams its sequence file (in
+    `format`, None: detected), or None where it holds it as a database:
+    - "blocks": hmmsearch, phmmer or jackhmmer (each round reads the file again, as the binary
+      does) on the CPU threads, of a file `streams` picks;
+    - "pieces": hmmsearch or phmmer on the GPU, of a FASTA file larger than `readahead` reads
+      ahead or than `shard_memory`, held a piece at a time (`piece_bytes`)."""
     path = Path(sequences)
-    return (
-        program in ("hmmsearch", "phmmer", "jackhmmer")
-        and backend == "cpu"
-        and executor.in_process
-        and not shuffle_out
-        and path.is_file()
-        and path.name != MANIFEST
-        and streams(path, shard_memory)
-    )
+    if not (executor.in_process and not shuffle_out and path.is_file() and path.name != MANIFEST):
+        return None
+    if program in ("hmmsearch", "phmmer", "jackhmmer") and backend == "cpu" and streams(path, shard_memory):
+        return "blocks"
+    size = path.stat().st_size
+    large = size > READ_AHEAD_MAX_BYTES or (shard_memory is not None and size > shard_memory)
+    if program in ("hmmsearch", "phmmer") and backend == "gpu" and format in (None, "fasta") and large:
+        return "pieces"
+    return None
+
+
+def piece_bytes(shard_memory):
+    """The text a search reads in pieces takes a piece at a time: PIECE_BYTES, or a quarter of
+    the shard memory asked for (a piece read ahead and one searched, each held twice over)."""
+    return PIECE_BYTES if shard_memory is None else max(1, min(PIECE_BYTES, int(shard_memory) // 4))
 
 
 @dataclasses.dataclass
