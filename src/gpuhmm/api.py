@@ -253,8 +253,11 @@ def _prepared(job, read_models, models_reread=False, rounds=1):
         executor.prepare_workers(prepare_worker, [hmm.M for hmm in hmms], run.backend, engine.shard_memory, on_disk)
         run.timed("prepare workers", started)
         run.inputs = (queries_path, sequences_path)
-        on = (job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory)
-        run.streamed = stream.chosen(*on, job.sequences_format) if hmms else None  # no model: nothing to stream
+        streams = stream.chosen(
+            job.program, run.backend, executor, job.outputs.shuffle_out, sequences_path, engine.shard_memory,
+            job.sequences_format,
+        )  # fmt: skip
+        run.streamed = streams if hmms else None  # no model (an empty shard's file): nothing to stream
         if not run.streamed:
             started = time.perf_counter()
             run.database = _open_database(

@@ -57,10 +57,10 @@ class SearchResult:
                 mine[name] = mine.get(name, 0) + value
         for name, worker in later.workers.items():
             first, last = (round(worker[key] + after, 3) for key in ("first_start_s", "last_end_s"))
-            mine = self.workers.setdefault(name, dict(worker, tasks=0, busy_s=0.0, busy_cpu_s=0.0, first_start_s=first))
+            seen = self.workers.setdefault(name, dict(worker, tasks=0, busy_s=0.0, busy_cpu_s=0.0, first_start_s=first))
             for key in ("tasks", "busy_s", "busy_cpu_s"):
-                mine[key] = round(mine[key] + worker[key], 3)
-            mine["last_end_s"] = max(mine["last_end_s"], last)
+                seen[key] = round(seen[key] + worker[key], 3)
+            seen["last_end_s"] = max(seen["last_end_s"], last)
         if later.tail_window is not None:
             window = self.tail_window or later.tail_window
             self.tail_window = (min(window[0], later.tail_window[0]), max(window[1], later.tail_window[1]))
