@@ -6,7 +6,8 @@ Run from the repository root (no GPU needed):
     python benchmarks/stream.py --models benchmarks/data/pfam-subset-2766.h3m.xz \
         --proteome benchmarks/data/proteome-HG003687.faa --counts 1 --residues 2.7e8
 
-gpuhmm runs with `--backend` (auto: its own choice); a GPU run's first search compiles the
+gpuhmm runs with `--backend` (auto: its own choice) and `--shard-memory` where given (a file
+larger than that goes through the GPU in pieces); a GPU run's first search compiles the
 kernels, so give it three repeats or more, whose median leaves that one out.
 
 The database is `realdata.py`'s: the proteome, then mutated copies of it, to `--residues`,
@@ -17,7 +18,8 @@ tables, `--repeats` times, alternating; its own process's peak resident memory i
 
 Writes benchmarks/results/stream-<host>.json (or --out):
 
-    {"benchmark": "stream", "date", "command", "gpu", "backend", "host", "threads", "runs": [{"models", "names",
+    {"benchmark": "stream", "date", "command", "gpu", "backend", "shard_memory_gb", "host", "threads",
+     "runs": [{"models", "names",
      "residues", "fasta_bytes", "<program>": {"command", "wall_s": [...], "median_s",
      "peak_rss_mb": [...]}, "tables_identical", "gpuhmm_over_hmmsearch"}]}
 """
@@ -115,9 +117,11 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="gpuhmm's [auto]")
+    parser.add_argument("--shard-memory", metavar="GB", help="gpuhmm's [its default]")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     out = args.out or HERE / "results" / f"stream-{host_tag()}.json"
+    engine = ("--backend", args.backend) + (("--shard-memory", args.shard_memory) if args.shard_memory else ())
     binary = shutil.which("hmmsearch")
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
@@ -128,6 +132,7 @@ def main(argv=None):
         "command": shlex.join(["python3", *map(recorded_path, sys.argv)]),
         "gpu": gpu_name()[0],
         "backend": args.backend,
+        "shard_memory_gb": args.shard_memory,
         "host": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "pyhmmer": pyhmmer.__version__},
         "threads": args.threads,
         "runs": [],
@@ -147,7 +152,7 @@ def main(argv=None):
                 for _ in range(args.repeats):
                     for name in programs:
                         paths = table_paths(work / name)
-                        command = program(name, paths, models, fasta, args.threads, binary, args.backend)
+                        command = program(name, paths, models, fasta, args.threads, binary, engine)
                         wall, rss = timed(command, env, work / f"{name}.log")
                         entry = run.setdefault(
                             name, {"command": recorded(command, work), "wall_s": [], "peak_rss_mb": []}
@@ -168,14 +173,14 @@ def main(argv=None):
     return 0
 
 
-def program(name, paths, models, fasta, threads, binary, backend):
-    """The command line of program `name`, its tables at `paths` (gpuhmm's on `backend`)."""
+def program(name, paths, models, fasta, threads, binary, engine):
+    """The command line of program `name`, its tables at `paths` (gpuhmm's with the `engine` options)."""
     if name == "hmmsearch":
         return hmmsearch_command(binary, threads, paths, models, fasta)
     if name == "pyhmmer":
         tables = [str(paths[flag]) for flag in ("tblout", "domtblout", "pfamtblout")]
         return [sys.executable, "-c", PYHMMER, str(models), str(fasta), str(threads), *tables]
-    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), "--backend", backend,
+    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), *engine,
             *table_flags(paths), str(models), str(fasta)]  # fmt: skip
 
 
