@@ -164,7 +164,7 @@ def _is_blank(path):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Parsed:
+class Parsed:
     """A sequence file's sequences in file order, as columns. Sequence i is the digital codes
     codes[starts[i]:ends[i]]; `codes` may hold other bytes between sequences."""
 
@@ -201,14 +201,14 @@ def _picked(items, order):
 
 
 def read_sequence_file(path, alphabet_name_or_none, format=None):
-    """The sequences of `path` as `_Parsed` columns, and the Easel alphabet they are in (the one
+    """The sequences of `path` as `Parsed` columns, and the Easel alphabet they are in (the one
     named, else Easel's guess); `format` is Easel's name of the asserted format, or None."""
     format = easel_format(path, format)
     name = alphabet_name_or_none or guess_alphabet(path, format)
     alphabet = ALPHABETS[name]() if name else None
     plain = alphabet is not None and format in (None, "fasta")
     columns = plainfasta.read(Path(path), alphabet) if plain else None
-    parsed = _Parsed(*columns) if columns else None
+    parsed = Parsed(*columns) if columns else None
     if parsed is None:
         parsed, alphabet = _read_with_easel(path, alphabet, format)
     if not parsed.names:
@@ -230,7 +230,7 @@ def read_pieces(path, alphabet_name, piece_bytes):
     for columns in plainfasta.read_pieces(Path(path), ALPHABETS[alphabet_name](), piece_bytes):
         if columns is None:
             raise NotPlain(path)
-        parsed = _Parsed(*columns, first=first)
+        parsed = Parsed(*columns, first=first)
         check_lengths(path, parsed.lengths, parsed.names.__getitem__)
         first += len(parsed.names)
         yield parsed
@@ -267,7 +267,7 @@ def _read_with_easel(path, alphabet, format):
     lengths = np.fromiter(map(len, residues), dtype=np.int64, count=len(residues))
     ends = np.cumsum(lengths)
     accessions = accessions if any(accessions) else None  # as FASTA's: none
-    return _Parsed(names, descriptions, b"".join(residues), ends - lengths, ends, accessions), alphabet
+    return Parsed(names, descriptions, b"".join(residues), ends - lengths, ends, accessions), alphabet
 
 
 def _easel_problem(error):

@@ -58,7 +58,7 @@ int64_t plain_fasta_chunk(const uint8_t *text, int64_t n, const uint8_t *table, 
     return count;
 }
 
-/* A shard's residues (fasta.py's _Parsed.shard): record m's codes[starts[m], ends[m]) for each m
+/* A shard's residues (fasta.py's Parsed.shard): record m's codes[starts[m], ends[m]) for each m
  * of members[0, count), end to end into `out`, in that order. */
 void gather_records(const uint8_t *codes, const int64_t *starts, const int64_t *ends, const int64_t *members,
                     int64_t count, uint8_t *out) {
