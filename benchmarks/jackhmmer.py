@@ -54,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchdb import read_digital, write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import strip_footer  # noqa: E402
 from endtoend import DATA, RunPlace, Steps, default_threads, recorded, recorded_path, run_timed  # noqa: E402
-from realdata import mutated_database, text  # noqa: E402
+from mutated import text  # noqa: E402
+from realdata import mutated_database  # noqa: E402
 
 DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
 QUICK = {"queries": 3, "residues": 1_000_000, "sample": 3}

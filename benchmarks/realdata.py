@@ -66,7 +66,6 @@ import argparse
 import datetime
 import hashlib
 import itertools
-import math
 import shlex
 import shutil
 import statistics
@@ -75,11 +74,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyhmmer
 
 # the helpers this benchmark shares with the others, next to this file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchdb import background_residues, read_digital, write_fasta
+from benchdb import write_fasta  # noqa: E402
 from cpu_vs_pyhmmer import compare_tables
 from endtoend import (
     DATA,
@@ -98,6 +96,7 @@ from endtoend import (
     timed_gpuhmm,
     timed_peer,
 )
+from mutated import Proteome  # noqa: E402
 
 DEFAULT_MODELS = DATA / "pfam-subset-2766.h3m.gz"
 DEFAULT_PROTEOME = DATA / "proteome-HG003687.faa"
@@ -118,11 +117,6 @@ def log(message):
     print(f"[realdata {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def text(value):
-    """pyhmmer gives names as str (0.11+) or bytes (older)."""
-    return value.decode() if isinstance(value, bytes) else (value or "")
-
-
 def sequence_digests(residues, offsets):
     """A 128-bit BLAKE2b digest of every sequence's residue codes."""
     view = memoryview(residues)
@@ -132,60 +126,18 @@ def sequence_digests(residues, offsets):
 
 def mutated_database(proteome_path, target_residues, rate, seed):
     """(residues uint8, offsets int64, headers, info): the proteome's distinct sequences, then
-    mutated copies of them until at least `target_residues` residues (see the module's step 2)."""
-    alphabet = pyhmmer.easel.Alphabet.amino()
-    stop_code = alphabet.symbols.index("*")
-    sequences = read_digital(proteome_path, alphabet)
-    # a proteome may hold the same protein twice (paralogs, duplicated genes): keep the first
-    seen, kept, left_out = set(), [], []
-    for sequence in sequences:
-        key = bytes(sequence.sequence)
-        if key in seen:
-            left_out.append(text(sequence.name))
-            continue
-        seen.add(key)
-        kept.append(sequence)
-    base = np.concatenate([np.asarray(s.sequence, dtype=np.uint8) for s in kept])
-    lengths = np.array([len(s.sequence) for s in kept], dtype=np.int64)
-    size = len(base)
-    copies = max(0, math.ceil((target_residues - size) / size))
-    mutable = np.flatnonzero(base != stop_code)
-    # per protein: its mutable positions' first index in `mutable` and how many to substitute
-    owner = np.repeat(np.arange(len(kept)), lengths)[mutable]
-    first_mutable = np.searchsorted(owner, np.arange(len(kept)))
-    per_protein = np.rint(rate * np.bincount(owner, minlength=len(kept))).astype(np.int64)
-    rank = np.arange(len(mutable)) - first_mutable[owner]
-    substitutions = int(per_protein.sum())
-    frequencies = np.asarray(pyhmmer.plan7.Background(alphabet).residue_frequencies, dtype=np.float64)
-    frequencies /= frequencies.sum()
+    mutated copies of them until at least `target_residues` residues (`mutated.Proteome`), every
+    copy drawn from one generator."""
+    proteome = Proteome(proteome_path)
+    size, copies = len(proteome.base), proteome.copies_for(target_residues)
+    per_protein = proteome.substitutions(rate)
     rng = np.random.Generator(np.random.PCG64(seed))
-
     residues = np.empty(size * (copies + 1), dtype=np.uint8)
-    residues[:size] = base
+    residues[:size] = proteome.base
     for copy in range(1, copies + 1):
-        # sorting protein index + U(0, 0.5) shuffles the mutable positions within each protein (the
-        # half keeps a sum from rounding up to the next index); the first per_protein[i] of protein
-        # i's positions are then a uniform draw without replacement
-        order = np.argsort(owner + 0.5 * rng.random(len(mutable)))
-        positions = mutable[order[rank < per_protein[owner]]]
-        original = base[positions]
-        replacement = background_residues(rng, frequencies, substitutions)
-        same = np.flatnonzero(replacement == original)
-        while len(same):  # a substitution must change the residue
-            replacement[same] = background_residues(rng, frequencies, len(same))
-            same = same[replacement[same] == original[same]]
-        segment = residues[copy * size : (copy + 1) * size]
-        segment[:] = base
-        segment[positions] = replacement
-
-    offsets = np.concatenate([[0], np.cumsum(np.tile(lengths, copies + 1))]).astype(np.int64)
-    width = max(3, len(str(copies)))
-    names = [text(s.name) for s in kept]
-    descriptions = [text(s.description) for s in kept]
-    headers = []
-    for copy in range(copies + 1):
-        suffix = f".m{copy:0{width}d}" if copy else ""
-        headers += [f"{n}{suffix} {d}" if d else f"{n}{suffix}" for n, d in zip(names, descriptions, strict=True)]
+        proteome.copy(per_protein, rng, residues[copy * size : (copy + 1) * size])
+    offsets = np.concatenate([[0], np.cumsum(np.tile(proteome.lengths, copies + 1))]).astype(np.int64)
+    headers = [header for copy in range(copies + 1) for header in proteome.headers(copy, copies)]
     info = {
         "source": (
             f"the proteome once as it is, then {copies} mutated copies of it: in each copy every protein has "
@@ -195,13 +147,13 @@ def mutated_database(proteome_path, target_residues, rate, seed):
             "renames S to S.m<k>"
         ),
         "proteome": recorded_path(proteome_path),
-        "proteome_sequences": len(kept),
+        "proteome_sequences": len(proteome.lengths),
         "proteome_residues": size,
-        "proteome_duplicates_left_out": left_out,
+        "proteome_duplicates_left_out": proteome.left_out,
         "copies": copies,
         "mutation_rate": rate,
-        "mutable_positions_per_copy": len(mutable),
-        "substitutions_per_copy": substitutions,
+        "mutable_positions_per_copy": len(proteome.mutable),
+        "substitutions_per_copy": int(per_protein.sum()),
         "seed": seed,
         "rng": "numpy.random.Generator(PCG64(seed))",
         "requested_residues": int(target_residues),
