@@ -1,5 +1,6 @@
-"""A few models against a large database of real proteins: wall time and peak memory of gpuhmm
-against the hmmsearch binary and pyhmmer, each on every thread of the host, in one run.
+"""A few models or one query against a large database of real proteins: wall time and peak
+memory of gpuhmm against the HMMER binary and pyhmmer, each on every thread of the host, in one
+run.
 
 Run from the repository root (no GPU needed):
 
@@ -10,18 +11,22 @@ gpuhmm runs with `--backend` (auto: its own choice) and `--shard-memory` where g
 larger than that goes through the GPU in pieces); a GPU run's first search compiles the
 kernels, so give it three repeats or more, whose median leaves that one out.
 
-The database is `realdata.py`'s: the proteome, then mutated copies of it, to `--residues`,
-written as FASTA. The models are the first `--counts` of `--models` (one of 132 nodes for a
-count of 1, the size of a typical Pfam family). Each program runs from files to the three
-tables, `--repeats` times, alternating; its own process's peak resident memory is read from
-`wait4`. Tables are compared with the binary's.
+The database is the proteome, then mutated copies of it (`mutated.write_fasta`), to
+`--residues`, written as FASTA copy by copy. `--programs` picks the searches:
+- search: the first `--counts` models of `--models` (one of 132 nodes for a count of 1, the
+  size of a typical Pfam family), against hmmsearch and pyhmmer.hmmsearch;
+- phmmer: one query, the proteome's protein nearest 500 residues, against phmmer;
+- jackhmmer: that query as AlphaFold 3 calls jackhmmer (`-N 1` and its thresholds), against
+  jackhmmer.
+Each program runs from files to the tables, `--repeats` times, alternating; its own process's
+peak resident memory is read from `wait4`. `--peers` leaves peers out (at tens of GB they take
+many minutes). Tables are compared with the binary's where it ran.
 
 Writes benchmarks/results/stream-<host>.json (or --out):
 
     {"benchmark": "stream", "date", "command", "gpu", "backend", "shard_memory_gb", "host", "threads",
-     "runs": [{"models", "names",
-     "residues", "fasta_bytes", "<program>": {"command", "wall_s": [...], "median_s",
-     "peak_rss_mb": [...]}, "tables_identical", "gpuhmm_over_hmmsearch"}]}
+     "runs": [{"program", "models", "names", "residues", "fasta_bytes", "<program>": {"command",
+     "wall_s": [...], "median_s", "peak_rss_mb": [...]}, "tables_identical", "gpuhmm_over_binary"}]}
 """
 
 from __future__ import annotations
@@ -43,8 +48,7 @@ import pyhmmer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchdb import write_fasta  # noqa: E402
-from cpu_vs_pyhmmer import compare_tables, cpu_model  # noqa: E402
+from cpu_vs_pyhmmer import TABLES, compare_tables, cpu_model  # noqa: E402
 from endtoend import (  # noqa: E402
     gpu_name,
     hmmsearch_command,
@@ -55,7 +59,8 @@ from endtoend import (  # noqa: E402
     table_flags,
     table_paths,
 )
-from realdata import mutated_database  # noqa: E402
+from mutated import text  # noqa: E402
+from mutated import write_fasta as write_mutated_fasta  # noqa: E402
 
 REPO = HERE.parent
 PYHMMER = """\
@@ -108,12 +113,33 @@ def chosen_models(path, count, out):
     return [str(hmm.name) for hmm in picked[:3]]
 
 
+def chosen_query(proteome, out):
+    """The proteome's protein nearest 500 residues, written to `out`: its name and length."""
+    with pyhmmer.easel.SequenceFile(str(proteome), digital=True) as handle:
+        query = min(handle, key=lambda sequence: abs(len(sequence) - 500))
+    with open(out, "wb") as handle:
+        query.write(handle)
+    return [text(query.name)], len(query)
+
+
+#: AlphaFold 3's jackhmmer options (its msa_tool), as jackhmmer.py runs them.
+ALPHAFOLD3 = ["-N", "1", "--F1", "5e-4", "--F2", "5e-5", "--F3", "5e-7", "-E", "1e-4", "--incE", "1e-4"]
+#: The binary and gpuhmm command of each program, and the tables it writes.
+PROGRAMS = {
+    "search": ("hmmsearch", "search", TABLES),
+    "phmmer": ("phmmer", "phmmer", TABLES),
+    "jackhmmer": ("jackhmmer", "jackhmmer", ("tblout", "domtblout")),
+}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, required=True)
     parser.add_argument("--proteome", type=Path, required=True)
-    parser.add_argument("--counts", default="1", help="model counts, comma-separated [1]")
+    parser.add_argument("--counts", default="1", help="model counts of search, comma-separated [1]")
     parser.add_argument("--residues", default="2.7e8", help="database sizes in residues, comma-separated [2.7e8]")
+    parser.add_argument("--programs", default="search", help="search, phmmer, jackhmmer, comma-separated [search]")
+    parser.add_argument("--peers", default="binary,pyhmmer", help="binary, pyhmmer or none [binary,pyhmmer]")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto", help="gpuhmm's [auto]")
@@ -122,7 +148,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = args.out or HERE / "results" / f"stream-{host_tag()}.json"
     engine = ("--backend", args.backend) + (("--shard-memory", args.shard_memory) if args.shard_memory else ())
-    binary = shutil.which("hmmsearch")
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
     )
@@ -137,51 +162,64 @@ def main(argv=None):
         "threads": args.threads,
         "runs": [],
     }
+    peers = set(args.peers.split(","))
     with tempfile.TemporaryDirectory(prefix="gpuhmm-stream-") as scratch:
         work = Path(scratch)
         for residues in (int(float(r)) for r in args.residues.split(",")):
             fasta = work / "db.faa"
-            sequences, offsets, headers, _ = mutated_database(args.proteome, residues, 0.15, 20261121)
-            write_fasta(fasta, sequences, offsets, headers)
-            del sequences, offsets, headers
-            for count in (int(c) for c in args.counts.split(",")):
-                models = work / "models.h3m"
-                run = {"models": count, "names": chosen_models(args.models, count, models), "residues": residues,
-                       "fasta_bytes": fasta.stat().st_size}  # fmt: skip
-                programs = ("gpuhmm", "hmmsearch", "pyhmmer")
-                for _ in range(args.repeats):
+            write_mutated_fasta(args.proteome, residues, 0.15, 20261121, fasta)
+            for kind in args.programs.split(","):
+                binary_name, command_name, tables = PROGRAMS[kind]
+                for count in (int(c) for c in args.counts.split(",")) if kind == "search" else [1]:
+                    queries = work / ("models.h3m" if kind == "search" else "query.faa")
+                    run = {"program": kind, "models": count, "residues": residues, "fasta_bytes": fasta.stat().st_size}
+                    if kind == "search":
+                        run["names"] = chosen_models(args.models, count, queries)
+                    else:
+                        run["names"], run["query_length"] = chosen_query(args.proteome, queries)
+                    programs = ["gpuhmm"] + [name for name in ("binary", "pyhmmer") if name in peers]
+                    programs = [name for name in programs if name != "pyhmmer" or kind == "search"]
+                    for _ in range(args.repeats):
+                        for name in programs:
+                            paths = {flag: path for flag, path in table_paths(work / name).items() if flag in tables}
+                            words = (kind, command_name, binary_name, paths, queries, fasta, args.threads, engine)
+                            command = program(name, *words)
+                            wall, rss = timed(command, env, work / f"{name}.log")
+                            entry = run.setdefault(
+                                name, {"command": recorded(command, work), "wall_s": [], "peak_rss_mb": []}
+                            )
+                            entry["wall_s"].append(round(wall, 3))
+                            entry["peak_rss_mb"].append(round(rss, 1))
+                            line = f"{kind} {count} x {residues:.3g} residues, {name}: {wall:.2f} s, {rss:.0f} MB"
+                            print(f"[stream] {line}", file=sys.stderr, flush=True)
                     for name in programs:
-                        paths = table_paths(work / name)
-                        command = program(name, paths, models, fasta, args.threads, binary, engine)
-                        wall, rss = timed(command, env, work / f"{name}.log")
-                        entry = run.setdefault(
-                            name, {"command": recorded(command, work), "wall_s": [], "peak_rss_mb": []}
-                        )
-                        entry["wall_s"].append(round(wall, 3))
-                        entry["peak_rss_mb"].append(round(rss, 1))
-                        line = f"{count} model(s) x {residues:.3g} residues, {name}: {wall:.2f} s, {rss:.0f} MB"
-                        print(f"[stream] {line}", file=sys.stderr, flush=True)
-                for name in programs:
-                    run[name]["median_s"] = round(statistics.median(run[name]["wall_s"]), 3)
-                differences = compare_tables(work / "gpuhmm", work / "hmmsearch")
-                run["tables_identical"] = all(d is None for d in differences.values())
-                run["gpuhmm_over_hmmsearch"] = round(run["gpuhmm"]["median_s"] / run["hmmsearch"]["median_s"], 3)
-                result["runs"].append(run)
+                        run[name]["median_s"] = round(statistics.median(run[name]["wall_s"]), 3)
+                    if "binary" in programs:
+                        differences = compare_tables(work / "gpuhmm", work / "binary", tables)
+                        run["tables_identical"] = all(d is None for d in differences.values())
+                        run["gpuhmm_over_binary"] = round(run["gpuhmm"]["median_s"] / run["binary"]["median_s"], 3)
+                    result["runs"].append(run)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"[stream] written {out}", file=sys.stderr)
     return 0
 
 
-def program(name, paths, models, fasta, threads, binary, engine):
-    """The command line of program `name`, its tables at `paths` (gpuhmm's with the `engine` options)."""
-    if name == "hmmsearch":
-        return hmmsearch_command(binary, threads, paths, models, fasta)
+def program(name, kind, command_name, binary_name, paths, queries, fasta, threads, engine):
+    """The command line of `name` (gpuhmm, binary, pyhmmer) running `kind`, its tables at `paths`
+    (gpuhmm's with the `engine` options)."""
+    options = ALPHAFOLD3 if kind == "jackhmmer" else []
+    if name == "binary":
+        binary = shutil.which(binary_name)
+        if kind == "search":
+            return hmmsearch_command(binary, threads, paths, queries, fasta)
+        return [binary, "--cpu", str(threads), "--noali", "-o", os.devnull, *options, *table_flags(paths),
+                str(queries), str(fasta)]  # fmt: skip
     if name == "pyhmmer":
         tables = [str(paths[flag]) for flag in ("tblout", "domtblout", "pfamtblout")]
-        return [sys.executable, "-c", PYHMMER, str(models), str(fasta), str(threads), *tables]
-    return [sys.executable, "-m", "gpuhmm", "search", "-o", os.devnull, "--cpu", str(threads), *engine,
-            *table_flags(paths), str(models), str(fasta)]  # fmt: skip
+        return [sys.executable, "-c", PYHMMER, str(queries), str(fasta), str(threads), *tables]
+    return [sys.executable, "-m", "gpuhmm", command_name, "-o", os.devnull, "--cpu", str(threads), *engine, *options,
+            *table_flags(paths), str(queries), str(fasta)]  # fmt: skip
 
 
 if __name__ == "__main__":
