@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import pickle
+from types import SimpleNamespace
 
 import numpy as np
 import pyhmmer
@@ -18,6 +19,7 @@ from gpuhmm.db.database import SequenceDatabase
 from gpuhmm.db.format import PackedText
 from gpuhmm.db.index import FirstPositions
 from gpuhmm.db.readahead import ReadAhead
+from gpuhmm.worker.shards import ResidentShard
 
 from helpers import formats
 from helpers.data import DATA
@@ -285,6 +287,23 @@ def test_first_positions_agree_with_a_dictionary_of_every_name_and_length(tmp_pa
                 assert {pair: index_of_shard.find(*pair) for pair in expected} == expected
                 with pytest.raises(KeyError):
                     index_of_shard.find(b"a", 99)
+
+
+def test_positions_among_survivors_are_the_first_of_those(tmp_path):
+    """A filtered model's hits are of its survivors: a name and length the shard repeats takes
+    the first survivor's position, past those that did not survive."""
+    fasta = tmp_path / "duplicates.faa"
+    fasta.write_text(">a\nACDE\n>b\nAC\n>a\nACDE\n>a\nACD\n>b\nGG\n>a\nACDE\n")
+    shard = ResidentShard(makedb(fasta, None, 1, alphabet="amino").load_shard(0), pyhmmer.easel.Alphabet.amino())
+    among = shard.file_positions_among(np.array([2, 3, 4, 5]))  # in file order: the first a and b left out
+
+    def hit(name, length):
+        return SimpleNamespace(name=name, accession=None, description=None, length=length)
+
+    assert [among(hit("a", 4)), among(hit("a", 3)), among(hit("b", 2))] == [3, 4, 5]
+    assert [shard.file_position(hit("a", 4)), shard.file_position(hit("b", 2))] == [1, 2]
+    with pytest.raises(KeyError):
+        among(hit("c", 1))
 
 
 def test_first_positions_of_colliding_hashes_still_come_from_the_names(tmp_path, monkeypatch):

@@ -31,9 +31,10 @@ class ResidentShard:
 
     File order matters: see `hits.tophits`. `file_position` finds a hit's sequence by name and
     length; where a shard holds several such sequences it takes the first, the rule that keeps a
-    hit whenever any of them would. The pyhmmer block of the whole shard (CPU backend), the name
-    index and the filters' layout of the residues (GPU backend) are built on first use: the GPU
-    backend gives pyhmmer only each model's survivors, so its first kernels need not wait.
+    hit whenever any of them would (`file_positions_among`: the first of those that could hit).
+    The pyhmmer block of the whole shard (CPU backend), the name index and the filters' layout
+    of the residues (GPU backend) are built on first use: the GPU backend gives pyhmmer only
+    each model's survivors, so its first kernels need not wait.
     """
 
     def __init__(self, shard, alphabet):
@@ -86,6 +87,21 @@ class ResidentShard:
             if self._positions is None:
                 self._positions = FirstPositions(self._shard)
         return self._positions.find(hit_text(hit)[0], hit.length)
+
+    def file_positions_among(self, positions):
+        """`file_position` for hits of the sequences at block `positions` (ascending) alone, as
+        a filtered model's hits are of its survivors: their own index, built when first asked."""
+        index = {}
+
+        def file_position(hit):
+            if not index:
+                shard, members = self._shard, self._file_order[positions]
+                lengths = (shard.offsets[members + 1] - shard.offsets[members]).tolist()
+                for member, length, source in zip(members.tolist(), lengths, shard.source_index[members].tolist()):
+                    index.setdefault((shard.names[member], length), source + 1)
+            return index[hit_text(hit)[0], hit.length]
+
+        return file_position
 
     def filter(self, engine, models, settings, timings, sieve_slots=None):
         """Per model (`worker.models.FilterModel`), its `FilterOutcome` on this shard under the

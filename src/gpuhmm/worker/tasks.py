@@ -86,7 +86,8 @@ def run_task(task, shared):
             _add(stage_seconds, "cpu_tail", time.perf_counter() - started_tail)
             # CPU time apart from wall time: the tail's own cost, without waits for a busy core.
             _add(stage_seconds, "cpu_tail_cpu", time.thread_time() - started_cpu)
-        kept, model_counts = tophits.as_hmmsearch_keeps(found, shard.file_position)
+        among = shard.file_positions_among(filtered[index].survivors) if index in filtered else shard.file_position
+        kept, model_counts = tophits.as_hmmsearch_keeps(found, among)
         pipeline.clear()
         hits.append(kept)
         for name, count in model_counts.items():
