@@ -13,6 +13,8 @@ No CuPy here: this module imports on machines without CUDA (engine/gpu.py launch
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import vitfilter
@@ -56,14 +58,24 @@ def length_terms(lengths):
     lengths = np.asarray(lengths, dtype=np.int64)
     unique, inverse = np.unique(lengths, return_inverse=True)
     p1 = unique.astype(np.float32) / (unique + 1).astype(np.float32)
-    q1 = np.float32(1.0) - p1
-    logf = vitfilter.libm_logf()
-    # logf(p1 = 0) is −inf; an empty target's terms are 0 (logf(1) = 0 already for the tail).
-    log_p1 = np.array([logf(float(v)) if n else 0.0 for v, n in zip(p1, unique)], dtype=np.float32)
-    tail = np.array([logf(float(v)) for v in q1], dtype=np.float32)
-    length_term = unique.astype(np.float32) * log_p1
+    logs = np.array([_logs(length) for length in unique.tolist()], dtype=np.float32).reshape(-1, 2)
+    length_term = unique.astype(np.float32) * logs[:, 0]
     inverse = inverse.reshape(lengths.shape)
-    return p1[inverse], length_term[inverse], tail[inverse]
+    return p1[inverse], length_term[inverse], logs[inverse, 1]
+
+
+@functools.cache
+def _logs(length):
+    """(logf(p1), logf(1 − p1)) for a target of `length`, once per length: every shard's lengths
+    are mostly the same few thousand. logf(p1 = 0) is −inf; an empty target's terms are 0."""
+    p1 = np.float32(length) / np.float32(length + 1)
+    logf = _libm_logf()
+    return (logf(float(p1)) if length else 0.0), logf(float(np.float32(1.0) - p1))
+
+
+@functools.cache
+def _libm_logf():
+    return vitfilter.libm_logf()
 
 
 #: Residues each amino-acid degeneracy code stands for (Easel's amino alphabet, codes 21–26).

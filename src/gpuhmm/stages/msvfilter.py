@@ -105,23 +105,26 @@ class LengthTerms:
     @classmethod
     def for_lengths(cls, alphabet, lengths):
         lengths = np.unique(np.asarray(lengths, dtype=np.int64))
-        background = pyhmmer.plan7.Background(alphabet)
-        probe = _length_probe(alphabet, background)
-        tjb = np.zeros(len(lengths), dtype=np.uint8)
-        null1 = np.zeros(len(lengths), dtype=np.float32)
-        for index, length in enumerate(lengths.tolist()):
-            if length == 0:  # the pipeline skips empty targets
-                continue
-            probe.L = length
-            background.L = length
-            tjb[index] = probe.tjb
-            # null1 reads only the length; the residues are placeholders.
-            null1[index] = background.null1(pyhmmer.easel.DigitalSequence(alphabet, sequence=bytes(length)))
-        return cls(lengths, tjb, null1)
+        known = _BY_LENGTH.setdefault(alphabet.symbols, {0: (0, 0.0)})  # the pipeline skips empty targets
+        missing = [length for length in lengths.tolist() if length not in known]
+        if missing:
+            background = pyhmmer.plan7.Background(alphabet)
+            probe = _length_probe(alphabet, background)
+            for length in missing:
+                probe.L = background.L = length
+                placeholder = pyhmmer.easel.DigitalSequence(alphabet, sequence=bytes(length))
+                known[length] = (probe.tjb, background.null1(placeholder))  # null1 reads only the length
+        tjb, null1 = zip(*(known[length] for length in lengths.tolist())) if len(lengths) else ((), ())
+        return cls(lengths, np.array(tjb, dtype=np.uint8), np.array(null1, dtype=np.float32))
 
     def lookup(self, lengths):
         where = np.searchsorted(self.lengths, lengths)
         return self.tjb[where], self.null1[where]
+
+
+#: Per alphabet (its symbols), each target length's (tjb, null1) once computed: every shard's
+#: lengths are mostly the same few thousand.
+_BY_LENGTH: dict = {}
 
 
 def _length_probe(alphabet, background):
