@@ -209,10 +209,12 @@ def held_pieces(fasta: str | os.PathLike, alphabet: str, shards: int, piece_byte
     """Each piece of the plain FASTA `fasta` holding sequences (`fasta.read_pieces`: it raises
     `NotPlain`), as a database of `shards` shards held in memory, as `makedb` without an output
     directory makes one of a whole file; the caller releases each."""
-    fasta = Path(fasta)
-    for parsed in read_pieces(fasta, alphabet, piece_bytes):
+    fasta, pieces = Path(fasta), read_pieces(fasta, alphabet, piece_bytes)
+    while (parsed := next(pieces, None)) is not None:
         if parsed.names:
-            yield _held_database(fasta, alphabet, [parsed.shard(m) for m in _shard_members(parsed.lengths, shards)])
+            held = [parsed.shard(members) for members in _shard_members(parsed.lengths, shards)]
+            del parsed  # the piece's text, gathered into its shards: not held while they are searched
+            yield _held_database(fasta, alphabet, held)
 
 
 def _shard_members(lengths: np.ndarray, shards: int) -> list[np.ndarray]:

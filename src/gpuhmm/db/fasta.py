@@ -231,9 +231,11 @@ def read_pieces(path, alphabet_name, piece_bytes):
         if columns is None:
             raise NotPlain(path)
         parsed = Parsed(*columns, first=first)
+        del columns
         check_lengths(path, parsed.lengths, parsed.names.__getitem__)
         first += len(parsed.names)
         yield parsed
+        del parsed  # a piece taken is the caller's to free while the next is read
     if not first:
         raise NotPlain(path)
 

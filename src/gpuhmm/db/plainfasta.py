@@ -83,10 +83,13 @@ def read_pieces(fasta, alphabet, piece_bytes=None):
                 starts = _grouped(range(0, size, PLAIN_CHUNK_BYTES), chunks)
                 pieces = (_piece(fd, size, group, parsed, pool, threads) for group in starts)
             for parsed_chunks, into in pieces:
-                if (columns := _joined(parsed_chunks, into)) is None:
+                columns = _joined(parsed_chunks, into)
+                del parsed_chunks, into
+                if columns is None:
                     pool.shutdown(cancel_futures=True)  # the chunks past one that is not plain
                     break
                 yield columns
+                del columns  # a piece taken is the caller's to free while the next is read
             else:
                 return
     except (OSError, EOFError, zlib.error):
