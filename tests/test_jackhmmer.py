@@ -17,7 +17,7 @@ from pyhmmer.easel import Alphabet, SequenceFile
 import gpuhmm
 from gpuhmm import EngineSettings, JackhmmerOptions, placement, streamed
 from gpuhmm.cli import main
-from gpuhmm.db import stream
+from gpuhmm.db import plainfasta, stream
 from gpuhmm.engine.reference import ReferenceEngine
 from gpuhmm.worker import STATE
 
@@ -100,6 +100,25 @@ def test_jackhmmer_streaming_its_database_identical_to_jackhmmer(tmp_path, monke
 
     monkeypatch.setattr(streamed, "search", counted)
     engine = ("--backend", "cpu", "--cpu", "2", "--shard-memory", "0.000001")
+    _assert_golden(_run_case(tmp_path, monkeypatch, case, *engine), case)
+    assert rounds
+
+
+@pytest.mark.parametrize("case", list(RUNS))
+def test_jackhmmer_reading_its_database_in_pieces_identical_to_jackhmmer(tmp_path, monkeypatch, case):
+    """Each round reads the file again in pieces of plain FASTA of a few sequences
+    (`streamed.search_pieces`), as the GPU does a file past its shard memory; forced here on the
+    CPU backend."""
+    monkeypatch.setattr(plainfasta, "PLAIN_CHUNK_BYTES", 2500)
+    monkeypatch.setattr(stream, "chosen", lambda *arguments: "pieces")
+    rounds, search = [], streamed.search_pieces
+
+    def counted(*arguments):
+        rounds.append(arguments)
+        return search(*arguments)
+
+    monkeypatch.setattr(streamed, "search_pieces", counted)
+    engine = ("--backend", "cpu", "--cpu", "2", "--shard-memory", "0.0002")  # pieces of 25 KB
     _assert_golden(_run_case(tmp_path, monkeypatch, case, *engine), case)
     assert rounds
 

@@ -113,7 +113,8 @@ def test_a_file_not_plain_past_its_first_pieces_is_searched_whole(tmp_path, monk
         ("phmmer", "gpu", 3, 2 << 20, "fasta", "pieces"),
         ("hmmsearch", "gpu", 3, None, None, None),  # read ahead and held: within READ_AHEAD_MAX_BYTES
         ("hmmsearch", "gpu", 3, 2 << 20, "embl", None),
-        ("jackhmmer", "gpu", 3, 2 << 20, None, None),  # its rounds keep the database
+        ("jackhmmer", "gpu", 3, 2 << 20, None, "pieces"),  # each round reads the file again
+        ("jackhmmer", "gpu", 1, 2 << 20, None, None),  # within the shard memory: its rounds keep it
         ("hmmscan", "gpu", 3, 2 << 20, None, None),
         ("hmmsearch", "cpu", 3, 2 << 20, None, "blocks"),
     ],
@@ -142,7 +143,7 @@ def test_the_gpu_searches_a_file_past_its_shard_memory_in_pieces(tmp_path, monke
 
 
 def _search_past_the_shard_memory(tmp_path, monkeypatch, caplog, case):
-    """proteins.faa (219 KB) past a shard memory of 200 KB: pieces of 50 KB."""
+    """proteins.faa (219 KB) past a shard memory of 200 KB: pieces of 25 KB."""
     monkeypatch.setattr(plainfasta, "PLAIN_CHUNK_BYTES", 2500)
     with gpuhmm_log(caplog):
         run_golden(tmp_path, "search", "proteins", case, "--backend", "gpu", "--shard-memory", "0.0002")

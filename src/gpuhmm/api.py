@@ -291,15 +291,9 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
             run_search, run.searched, options=options, executor=run.executor, model_groups=model_shards,
             slots=run.cpus, backend=run.backend, domaindef=job.engine.domains_on,
         )  # fmt: skip
-        path, format = run.inputs[1], job.sequences_format
-        if run.streamed == "pieces":
-            shards, memory_budget = job.engine.database_shards(job.program), job.engine.shard_memory
-            result, run.database = streamed.search_pieces(path, hmms[0].alphabet, format, shards, memory_budget, search)
-        elif run.streamed:
-            result, run.database = streamed.search(hmms, path, hmms[0].alphabet, format, options, run.cpus)
-        else:
+        if not run.streamed:
             _searched(hmms, run, cluster, "in")
-            result = search(run.database)
+        result, run.database = _search_all(job, run, hmms, search)
         if run.streamed:
             _searched(hmms, run, cluster, "streamed in")
         database = run.database
@@ -335,6 +329,18 @@ def _search(job, read_models, models_reread=False, queries=None, header=()):
                 raise KeyboardInterrupt("every output but the shuffle table was written") from None
             tables.write_outputs(merged, {"shuffle_out": outputs.shuffle_out}, shuffled=shuffled)
     return merged
+
+
+def _search_all(job, run, hmms, search):
+    """(`search.SearchResult`, what was read) of search(database) over the job's sequences as
+    `run` holds them: its database, or the file streamed (`run.streamed`) in pieces or blocks."""
+    if not run.streamed:
+        return search(run.database), run.database
+    path, alphabet, format = run.inputs[1], hmms[0].alphabet, job.sequences_format
+    if run.streamed == "pieces":
+        shards = job.engine.database_shards(job.program)
+        return streamed.search_pieces(path, alphabet, format, shards, job.engine.shard_memory, search)
+    return streamed.search(hmms, path, alphabet, format, job.options, run.cpus)
 
 
 def _searched(hmms, run, cluster, how):
@@ -461,27 +467,19 @@ def jackhmmer(
         return started["models"]
 
     with _prepared(job, read, rounds=settings.max_iterations) as run:
-        held = (
-            "streamed"
-            if run.streamed
-            else f"{run.database.sequences} sequence(s) in {len(run.database.shards)} shard(s)"
-        )
+        database = run.database
+        held = f"{database.sequences} sequence(s) in {len(database.shards)} shard(s)" if database else run.streamed
         log.info(
             "jackhmmer: %d query(ies), %d round(s) at most × %s; %s backend; %s",
-            len(started["queries"]),
-            settings.max_iterations,
-            held,
-            run.backend,
-            run.executor.describe(),
+            *(len(started["queries"]), settings.max_iterations, held, run.backend, run.executor.describe()),
         )
 
         def search(hmms, number):
-            if run.streamed:
-                path, alphabet = run.inputs[1], hmms[0].alphabet
-                result, _ = streamed.search(hmms, path, alphabet, job.sequences_format, options, run.cpus)
-            else:
-                arguments = (options, run.executor, None, run.cpus, run.backend, engine.domains_on)
-                result = run_search(hmms, run.database, *arguments, label=f"jackhmmer round {number}")
+            searched = functools.partial(
+                run_search, hmms, options=options, executor=run.executor, slots=run.cpus, backend=run.backend,
+                domaindef=engine.domains_on, label=f"jackhmmer round {number}",
+            )  # fmt: skip
+            result, _ = _search_all(job, run, hmms, searched)
             return [merge.reduce_shards(shard_hits) for shard_hits in result.hits_by_model]
 
         rounds = (started["queries"], started["models"], started["builder"], search, settings, run.cpus)

@@ -39,8 +39,9 @@ def chosen(program, backend, executor, shuffle_out, sequences, shard_memory, for
     `format`, None: detected), or None where it holds it as a database:
     - "blocks": hmmsearch, phmmer or jackhmmer (each round reads the file again, as the binary
       does) on the CPU threads, of a file `streams` picks;
-    - "pieces": hmmsearch or phmmer on the GPU, of a FASTA file larger than `readahead` reads
-      ahead or than `shard_memory`, held a piece at a time (`piece_bytes`)."""
+    - "pieces": hmmsearch, phmmer or jackhmmer (each round reads the file again) on the GPU, of
+      a FASTA file larger than `readahead` reads ahead or than `shard_memory`, held a piece at a
+      time (`piece_bytes`)."""
     path = Path(sequences)
     if not (executor.in_process and not shuffle_out and path.is_file() and path.name != MANIFEST):
         return None
@@ -48,15 +49,16 @@ def chosen(program, backend, executor, shuffle_out, sequences, shard_memory, for
         return "blocks"
     size = path.stat().st_size
     large = size > READ_AHEAD_MAX_BYTES or (shard_memory is not None and size > shard_memory)
-    if program in ("hmmsearch", "phmmer") and backend == "gpu" and format in (None, "fasta") and large:
+    if program in ("hmmsearch", "phmmer", "jackhmmer") and backend == "gpu" and format in (None, "fasta") and large:
         return "pieces"
     return None
 
 
 def piece_bytes(shard_memory):
-    """The text a search reads in pieces takes a piece at a time: PIECE_BYTES, or a quarter of
-    the shard memory asked for (a piece read ahead and one searched, each held twice over)."""
-    return PIECE_BYTES if shard_memory is None else max(1, min(PIECE_BYTES, int(shard_memory) // 4))
+    """The text a search reads in pieces takes a piece at a time: PIECE_BYTES, or an eighth of
+    the shard memory asked for: a piece searched and the next read, each held about four times
+    over (its codes, names and shards, and the filters' layout)."""
+    return PIECE_BYTES if shard_memory is None else max(1, min(PIECE_BYTES, int(shard_memory) // 8))
 
 
 @dataclasses.dataclass
