@@ -45,6 +45,29 @@ def test_a_model_the_gpu_cannot_hold_shares_a_task_with_filtered_ones(tmp_path, 
     run_golden(tmp_path, "search", "tiny_proteins", "defaults", *ENGINE[:4], "--model-shards", 1, *ENGINE[-2:])
 
 
+def test_helpers_finish_pairs_on_the_threads_one_task_leaves_idle(tmp_path, queue_engine, monkeypatch):
+    """One model group and one shard: one task, whose thread the helpers join on the host's side."""
+    finish, finishers = tailqueue.TailQueue._finish_on_host, set()
+
+    def recorded(self, job, pairs):
+        finishers.add(threading.current_thread().name)
+        finish(self, job, pairs)
+
+    monkeypatch.setattr(tailqueue.TailQueue, "_finish_on_host", recorded)
+    monkeypatch.setattr(queue_engine, "tail", _slowed(queue_engine.tail))  # the helpers' turn
+    engine = ("--backend", "gpu", "--cpu", 3, "--db-shards", 1, "--model-shards", 1, "--domaindef", "gpu")
+    run_golden(tmp_path, "search", "tiny_proteins", "defaults", *engine)
+    assert any(name.startswith("gpuhmm-tail-helper-") for name in finishers), finishers
+
+
+def _slowed(tail):
+    def slowed(*arguments):
+        time.sleep(0.05)
+        return tail(*arguments)
+
+    return slowed
+
+
 def test_a_pair_finished_twice_fails_the_search(tmp_path, queue_engine, monkeypatch):
     """Every group the host finishes is finished again; the engine's handed-back pairs make sure
     the host finishes one, however the threads and batches interleave."""

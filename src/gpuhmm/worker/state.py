@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -38,7 +39,9 @@ class WorkerState:
         self.gpu_tail = None  # the engine's tail queue, made on first use by `tail_queue`
         self.sieve_slots = None  # a semaphore of SIEVE_SHARE of the threads, once they are known
         self.threads = os.cpu_count() or 1  # the worker's threads, once they are known
+        self.tasks_running = 0  # search tasks running now (`running_task`)
         self._engine_lock = threading.Lock()
+        self._tasks_lock = threading.Lock()
         self._per_thread = threading.local()
 
     def engine(self):
@@ -59,8 +62,20 @@ class WorkerState:
         engine = self.engine()
         with self._engine_lock:
             if self.gpu_tail is None or self.gpu_tail.engine is not engine:
-                self.gpu_tail = TailQueue(engine, self.pipeline, self.threads)
+                self.gpu_tail = TailQueue(engine, self.pipeline, self.threads, running=lambda: self.tasks_running)
             return self.gpu_tail
+
+    @contextlib.contextmanager
+    def running_task(self):
+        """Counts a search task as running while the block runs: the tail queue's helpers take
+        the threads the running tasks leave idle."""
+        with self._tasks_lock:
+            self.tasks_running += 1
+        try:
+            yield
+        finally:
+            with self._tasks_lock:
+                self.tasks_running -= 1
 
     def pipeline(self, alphabet, settings):
         """This thread's pyhmmer Pipeline for `settings` (messages.PipelineSettings), reused across

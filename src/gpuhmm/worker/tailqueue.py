@@ -6,7 +6,8 @@ stream of its own, pack the cheapest pending pairs of every job, across tasks an
 GPU batches; the task threads waiting for their jobs finish meanwhile, with pyhmmer, what the
 GPU is worst at: the pairs the GPU hands back, those only pyhmmer can finish, and the most
 expensive pending pairs (target length × model length, which the GPU's serial chains follow).
-Each pair is taken once, under the queue's lock, by one side.
+Each pair is taken once, under the queue's lock, by one side. While fewer tasks run than the
+worker has threads (a few models), helper threads stand in for the idle ones on the host's side.
 
 A GPU batch takes the cheapest pairs while it would still finish before the worker's threads
 would finish them and the rest (`_gpu_share`): its time is the GPU's fixed latency plus its cost
@@ -62,6 +63,9 @@ GATHER_SECONDS, GATHER_LIMIT = 0.005, 0.05
 #: for the interpreter lock after each wait for its stream, and Python's default 5 ms, paid at
 #: each of a batch's steps while the host's threads run, starves the GPU (RESULTS.md).
 SWITCH_SECONDS = 5e-5
+
+#: How often (seconds) an idle helper thread looks again whether the worker's tasks left it room.
+HELPER_POLL = 0.02
 
 #: Who finished a pair.
 PENDING, ON_GPU, ON_HOST = range(3)
@@ -145,10 +149,12 @@ class TailQueue:
     """The queue of one GPU worker (see the module's text). `engine` runs GPU batches
     (`GpuEngine.tail`, or the host build in the tests); `pipelines(alphabet, settings)` is the
     calling thread's pyhmmer Pipeline; `threads` are the worker's, each of which may finish pairs
-    on the host once its task waits here."""
+    on the host once its task waits here; `running()`, where given, how many of the worker's
+    tasks run now, the rest of its threads idle, for which helper threads finish pairs."""
 
-    def __init__(self, engine, pipelines, threads, feeders=GPU_FEEDERS):
+    def __init__(self, engine, pipelines, threads, feeders=GPU_FEEDERS, running=None):
         self.engine, self._pipelines, self.threads = engine, pipelines, max(1, threads)
+        self._running, self._helpers = running, 0
         self._changed = threading.Condition()
         self._jobs = []  # the jobs with pairs pending
         self._host = [HOST_COST_RATE * PRIOR_SECONDS, PRIOR_SECONDS]  # [cost, seconds] of one thread, prior first
@@ -164,6 +170,10 @@ class TailQueue:
         with self._changed:
             self._jobs.append(job)
             self._joined = time.perf_counter()
+            while self._running is not None and self._helpers < self.threads - 1:
+                name = f"gpuhmm-tail-helper-{self._helpers}"
+                threading.Thread(target=self._help, args=(self._helpers,), name=name, daemon=True).start()
+                self._helpers += 1
             self._changed.notify_all()
         while True:
             with self._changed:
@@ -210,6 +220,19 @@ class TailQueue:
             pairs.append(int(job.order[job.hi]))
         job.in_flight += len(pairs)
         return job, pairs
+
+    def _help(self, index):
+        """Helper thread `index`: finishes pairs on the host while the worker's running tasks
+        leave more than `index` of its other threads idle."""
+        while True:
+            with self._changed:
+                taken = None
+                while taken is None:
+                    if index < self.threads - self._running():
+                        taken = self._take_for_host()
+                    if taken is None:
+                        self._changed.wait(HELPER_POLL)
+            self._finish_on_host(*taken)
 
     def _finish_on_host(self, job, pairs):
         started = time.perf_counter()

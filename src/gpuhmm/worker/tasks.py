@@ -29,6 +29,11 @@ log = logging.getLogger("gpuhmm")
 
 def run_task(task, shared):
     """One model group against one resident database shard: per model its kept hits."""
+    with STATE.running_task():
+        return _run_task(task, shared)
+
+
+def _run_task(task, shared):
     started, started_at, started_cpu_task = time.perf_counter(), time.time(), time.thread_time()
     database, settings, backend = shared.database, shared.pipeline, shared.backend
     # The shard first: a worker's first tasks load it while the models are configured ahead.
