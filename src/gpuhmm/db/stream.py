@@ -43,15 +43,14 @@ def chosen(program, backend, executor, shuffle_out, sequences, shard_memory, for
       a FASTA file larger than `readahead` reads ahead or than `shard_memory`, held a piece at a
       time (`piece_bytes`)."""
     path = Path(sequences)
-    if not (executor.in_process and not shuffle_out and path.is_file() and path.name != MANIFEST):
+    searches = program in ("hmmsearch", "phmmer", "jackhmmer")
+    if not (searches and executor.in_process and not shuffle_out and path.is_file() and path.name != MANIFEST):
         return None
-    if program in ("hmmsearch", "phmmer", "jackhmmer") and backend == "cpu" and streams(path, shard_memory):
-        return "blocks"
+    if backend == "cpu":
+        return "blocks" if streams(path, shard_memory) else None
     size = path.stat().st_size
     large = size > READ_AHEAD_MAX_BYTES or (shard_memory is not None and size > shard_memory)
-    if program in ("hmmsearch", "phmmer", "jackhmmer") and backend == "gpu" and format in (None, "fasta") and large:
-        return "pieces"
-    return None
+    return "pieces" if format in (None, "fasta") and large else None
 
 
 def piece_bytes(shard_memory):

@@ -69,13 +69,8 @@ def _logs(length):
     """(logf(p1), logf(1 − p1)) for a target of `length`, once per length: every shard's lengths
     are mostly the same few thousand. logf(p1 = 0) is −inf; an empty target's terms are 0."""
     p1 = np.float32(length) / np.float32(length + 1)
-    logf = _libm_logf()
+    logf = vitfilter.libm_logf()
     return (logf(float(p1)) if length else 0.0), logf(float(np.float32(1.0) - p1))
-
-
-@functools.cache
-def _libm_logf():
-    return vitfilter.libm_logf()
 
 
 #: Residues each amino-acid degeneracy code stands for (Easel's amino alphabet, codes 21–26).

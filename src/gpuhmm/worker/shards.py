@@ -95,10 +95,10 @@ class ResidentShard:
 
         def file_position(hit):
             if not index:
-                shard, members = self._shard, self._file_order[positions]
-                lengths = (shard.offsets[members + 1] - shard.offsets[members]).tolist()
-                for member, length, source in zip(members.tolist(), lengths, shard.source_index[members].tolist()):
-                    index.setdefault((shard.names[member], length), source + 1)
+                members, names = self._file_order[positions], self._shard.names
+                sources, lengths = self._shard.source_index[members].tolist(), self.lengths(positions).tolist()
+                for member, length, source in zip(members.tolist(), lengths, sources):
+                    index.setdefault((names[member], length), source + 1)
             return index[hit_text(hit)[0], hit.length]
 
         return file_position
